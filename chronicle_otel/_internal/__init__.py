@@ -1,0 +1,1 @@
+"""Private helpers shared across chronicle_otel's subpackages."""

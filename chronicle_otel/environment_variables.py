@@ -1,0 +1,98 @@
+"""Environment variables read by chronicle_otel.
+
+A setting resolves in this order: the argument to :func:`chronicle_otel.configure`, then the
+``CHRONICLE_*`` variable, then the default. chronicle also honours OpenTelemetry's own
+``OTEL_SDK_DISABLED``, ``OTEL_SERVICE_NAME`` and ``OTEL_EXPORTER_OTLP_*`` variables.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = [
+    "CHRONICLE_BUILD_ID",
+    "CHRONICLE_ENABLED",
+    "CHRONICLE_GIT_SHA",
+    "CHRONICLE_HOME",
+    "CHRONICLE_MAX_ATTRIBUTE_LENGTH",
+    "CHRONICLE_MODEL_VERSION",
+    "CHRONICLE_OTLP",
+    "CHRONICLE_PROMPT_VERSION",
+    "CHRONICLE_REDACT_KEYS",
+    "CHRONICLE_SESSION",
+]
+
+CHRONICLE_HOME: Final = "CHRONICLE_HOME"
+"""
+.. envvar:: CHRONICLE_HOME
+
+Directory of the embedded local store. Default: ``./.chronicle``.
+"""
+
+CHRONICLE_ENABLED: Final = "CHRONICLE_ENABLED"
+"""
+.. envvar:: CHRONICLE_ENABLED
+
+``false`` turns recording off: boundaries call straight through. Default: ``true``.
+``OTEL_SDK_DISABLED=true`` has the same effect.
+"""
+
+CHRONICLE_MAX_ATTRIBUTE_LENGTH: Final = "CHRONICLE_MAX_ATTRIBUTE_LENGTH"
+"""
+.. envvar:: CHRONICLE_MAX_ATTRIBUTE_LENGTH
+
+Cap, in characters, of the ``chronicle.input``/``output``/``error`` span attributes. Longer payloads
+keep a prefix on the span and the whole in the payload store. Default: ``8192``.
+"""
+
+CHRONICLE_SESSION: Final = "CHRONICLE_SESSION"
+"""
+.. envvar:: CHRONICLE_SESSION
+
+Process-wide session variables as ``key=value`` pairs separated by commas
+(``region=eu,tier=gold``), stamped on every boundary span as ``chronicle.session.<key>``.
+"""
+
+CHRONICLE_BUILD_ID: Final = "CHRONICLE_BUILD_ID"
+"""
+.. envvar:: CHRONICLE_BUILD_ID
+
+Session variable ``build_id``.
+"""
+
+CHRONICLE_GIT_SHA: Final = "CHRONICLE_GIT_SHA"
+"""
+.. envvar:: CHRONICLE_GIT_SHA
+
+Session variable ``git_sha``.
+"""
+
+CHRONICLE_MODEL_VERSION: Final = "CHRONICLE_MODEL_VERSION"
+"""
+.. envvar:: CHRONICLE_MODEL_VERSION
+
+Session variable ``model_version``.
+"""
+
+CHRONICLE_PROMPT_VERSION: Final = "CHRONICLE_PROMPT_VERSION"
+"""
+.. envvar:: CHRONICLE_PROMPT_VERSION
+
+Session variable ``prompt_version``.
+"""
+
+CHRONICLE_REDACT_KEYS: Final = "CHRONICLE_REDACT_KEYS"
+"""
+.. envvar:: CHRONICLE_REDACT_KEYS
+
+Extra regular expressions (comma separated) matched against argument and mapping key names whose
+values are redacted before they leave the process, added to the built-in list.
+"""
+
+CHRONICLE_OTLP: Final = "CHRONICLE_OTLP"
+"""
+.. envvar:: CHRONICLE_OTLP
+
+``true``/``false``: force the OTLP exporter on or off when chronicle creates the TracerProvider.
+By default it is added when ``OTEL_EXPORTER_OTLP_ENDPOINT`` or ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` is set.
+"""

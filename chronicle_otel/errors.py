@@ -1,0 +1,114 @@
+"""Exceptions and warnings raised by chronicle_otel.
+
+The hierarchy::
+
+    ChronicleError
+    ├── ConfigError(ValueError)        bad argument to configure(), bad CHRONICLE_* value
+    ├── CodecError(ValueError)         a payload cannot be decoded
+    ├── StoreError(OSError)            the store cannot be read or has an unknown format
+    ├── TraceLoadError(ValueError)     a trace source cannot be read
+    │   └── TraceNotFoundError(LookupError)
+    └── ReplayError
+        └── ReplayDivergence           a replayed call does not match the recording
+
+    ChronicleWarning(UserWarning)      misuse found when decorating
+
+Every error also inherits the builtin that callers already catch, so ``except ValueError`` keeps working.
+Errors carry their context as attributes and build their message from them.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ChronicleError",
+    "ChronicleWarning",
+    "CodecError",
+    "ConfigError",
+    "ReplayDivergence",
+    "ReplayError",
+    "StoreError",
+    "TraceLoadError",
+    "TraceNotFoundError",
+]
+
+
+class ChronicleError(Exception):
+    """Base class of every exception raised by chronicle_otel."""
+
+
+class ChronicleWarning(UserWarning):
+    """Misuse that chronicle_otel can work around, found when decorating or configuring."""
+
+
+class ConfigError(ChronicleError, ValueError):
+    """A configuration value is invalid.
+
+    Attributes:
+        name: the parameter or environment variable at fault.
+        value: the value that was given.
+        expected: a description of the accepted values.
+    """
+
+    def __init__(self, name: str, value: object, expected: str) -> None:
+        self.name = name
+        self.value = value
+        self.expected = expected
+        super().__init__(f"invalid value for {name}: {value!r}; expected {expected}")
+
+
+class CodecError(ChronicleError, ValueError):
+    """An encoded payload cannot be decoded."""
+
+
+class StoreError(ChronicleError, OSError):
+    """A store cannot be opened or read.
+
+    Attributes:
+        path: the file or directory at fault.
+    """
+
+    def __init__(self, message: str, path: object = None) -> None:
+        self.path = path
+        super().__init__(f"{path}: {message}" if path is not None else message)
+
+
+class TraceLoadError(ChronicleError, ValueError):
+    """A trace source cannot be read.
+
+    Attributes:
+        source: the file, directory or URL being read.
+        line: the 1-based line number, when the source is line oriented.
+        expected: what was expected at that position.
+    """
+
+    def __init__(self, message: str, *, source: object = None, line: int | None = None, expected: str | None = None):
+        self.source = source
+        self.line = line
+        self.expected = expected
+        where = ""
+        if source is not None:
+            where = f"{source}:{line}: " if line is not None else f"{source}: "
+        tail = f" (expected {expected})" if expected else ""
+        super().__init__(f"{where}{message}{tail}")
+
+
+class TraceNotFoundError(TraceLoadError, LookupError):
+    """The requested trace is not in the source.
+
+    Attributes:
+        trace_id: the trace id that was asked for.
+    """
+
+    def __init__(self, trace_id: str, *, source: object = None, candidates: list[str] | None = None) -> None:
+        self.trace_id = trace_id
+        self.candidates = candidates or []
+        hint = f"; available: {', '.join(self.candidates[:10])}" if self.candidates else ""
+        super().__init__(f"trace {trace_id} not found{hint}", source=source)
+
+
+class ReplayError(ChronicleError):
+    """A replay cannot proceed."""
+
+
+class ReplayDivergence(ReplayError):
+    """A call made during replay does not match the recording."""

@@ -1,0 +1,153 @@
+"""Encode SDK spans as OTLP/JSON, in the shape of the OpenTelemetry Collector's ``file`` exporter.
+
+One ``ExportTraceServiceRequest`` object per line: ``resourceSpans`` → ``scopeSpans`` → ``spans``,
+lowerCamelCase field names, lowercase hex ids, 64-bit integers and ``*UnixNano`` times as JSON
+strings, enums as integers, default values omitted.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+from opentelemetry.trace import SpanKind, StatusCode
+
+_KIND = {
+    SpanKind.INTERNAL: 1,
+    SpanKind.SERVER: 2,
+    SpanKind.CLIENT: 3,
+    SpanKind.PRODUCER: 4,
+    SpanKind.CONSUMER: 5,
+}
+_STATUS = {StatusCode.UNSET: 0, StatusCode.OK: 1, StatusCode.ERROR: 2}
+_FLAG_HAS_IS_REMOTE = 0x100
+_FLAG_IS_REMOTE = 0x200
+
+
+def any_value(value: Any) -> dict[str, Any]:
+    """Encode one attribute value as an OTLP ``AnyValue``."""
+    if isinstance(value, bool):
+        return {"boolValue": value}
+    if isinstance(value, str):
+        return {"stringValue": value}
+    if isinstance(value, int):
+        return {"intValue": str(value)}
+    if isinstance(value, float):
+        if math.isnan(value):
+            return {"doubleValue": "NaN"}
+        if math.isinf(value):
+            return {"doubleValue": "Infinity" if value > 0 else "-Infinity"}
+        return {"doubleValue": value}
+    if isinstance(value, (bytes, bytearray)):
+        return {"bytesValue": base64.b64encode(bytes(value)).decode("ascii")}
+    if isinstance(value, Mapping):
+        return {"kvlistValue": {"values": attributes(value)}}
+    if isinstance(value, Sequence):
+        return {"arrayValue": {"values": [any_value(v) for v in value]}}
+    return {"stringValue": str(value)}
+
+
+def attributes(attrs: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """Encode an attribute mapping as a list of OTLP ``KeyValue``."""
+    if not attrs:
+        return []
+    return [{"key": k, "value": any_value(v)} for k, v in attrs.items()]
+
+
+def _with_attributes(out: dict[str, Any], attrs: Mapping[str, Any] | None, dropped: int = 0) -> dict[str, Any]:
+    encoded = attributes(attrs)
+    if encoded:
+        out["attributes"] = encoded
+    if dropped:
+        out["droppedAttributesCount"] = dropped
+    return out
+
+
+def span_dict(span: ReadableSpan) -> dict[str, Any]:
+    """Encode one finished span."""
+    ctx = span.get_span_context()
+    assert ctx is not None
+    flags = int(ctx.trace_flags) | _FLAG_HAS_IS_REMOTE
+    out: dict[str, Any] = {"traceId": f"{ctx.trace_id:032x}", "spanId": f"{ctx.span_id:016x}"}
+    trace_state = ctx.trace_state.to_header() if ctx.trace_state else ""
+    if trace_state:
+        out["traceState"] = trace_state
+    if span.parent is not None:
+        out["parentSpanId"] = f"{span.parent.span_id:016x}"
+        if span.parent.is_remote:
+            flags |= _FLAG_IS_REMOTE
+    out["flags"] = flags
+    out["name"] = span.name
+    out["kind"] = _KIND.get(span.kind, 0)
+    out["startTimeUnixNano"] = str(span.start_time or 0)
+    out["endTimeUnixNano"] = str(span.end_time or 0)
+    _with_attributes(out, span.attributes, span.dropped_attributes)
+    if span.events:
+        out["events"] = [
+            _with_attributes({"timeUnixNano": str(e.timestamp), "name": e.name}, e.attributes) for e in span.events
+        ]
+    if span.dropped_events:
+        out["droppedEventsCount"] = span.dropped_events
+    if span.links:
+        links = []
+        for link in span.links:
+            lc = link.context
+            item: dict[str, Any] = {"traceId": f"{lc.trace_id:032x}", "spanId": f"{lc.span_id:016x}"}
+            if lc.trace_state:
+                item["traceState"] = lc.trace_state.to_header()
+            _with_attributes(item, link.attributes)
+            item["flags"] = int(lc.trace_flags) | _FLAG_HAS_IS_REMOTE | (_FLAG_IS_REMOTE if lc.is_remote else 0)
+            links.append(item)
+        out["links"] = links
+    if span.dropped_links:
+        out["droppedLinksCount"] = span.dropped_links
+    status: dict[str, Any] = {}
+    if span.status.description:
+        status["message"] = span.status.description
+    code = _STATUS.get(span.status.status_code, 0)
+    if code:
+        status["code"] = code
+    out["status"] = status
+    return out
+
+
+def _resource_dict(resource: Resource | None) -> dict[str, Any]:
+    return _with_attributes({}, resource.attributes if resource is not None else None)
+
+
+def _scope_dict(scope: InstrumentationScope | None) -> dict[str, Any]:
+    if scope is None:
+        return {}
+    out: dict[str, Any] = {"name": scope.name}
+    if scope.version:
+        out["version"] = scope.version
+    return _with_attributes(out, scope.attributes)
+
+
+def export_request(spans: Iterable[ReadableSpan]) -> dict[str, Any]:
+    """Group spans by resource and scope into one ``ExportTraceServiceRequest`` dict."""
+    by_resource: dict[int, tuple[Resource | None, dict[int, tuple[InstrumentationScope | None, list[Any]]]]] = {}
+    for span in spans:
+        _, scopes = by_resource.setdefault(id(span.resource), (span.resource, {}))
+        scope = span.instrumentation_scope
+        _, items = scopes.setdefault(id(scope), (scope, []))
+        items.append(span_dict(span))
+    resource_spans = []
+    for res, scopes in by_resource.values():
+        entry: dict[str, Any] = {"resource": _resource_dict(res)}
+        scope_spans = []
+        for scope, items in scopes.values():
+            ss: dict[str, Any] = {"scope": _scope_dict(scope), "spans": items}
+            if scope is not None and scope.schema_url:
+                ss["schemaUrl"] = scope.schema_url
+            scope_spans.append(ss)
+        entry["scopeSpans"] = scope_spans
+        if res is not None and res.schema_url:
+            entry["schemaUrl"] = res.schema_url
+        resource_spans.append(entry)
+    return {"resourceSpans": resource_spans}

@@ -1,0 +1,103 @@
+"""Span attribute keys written by chronicle_otel: the contract with traces already in backends.
+
+Every key chronicle writes is a constant here. A key is renamed only with a migration path
+(the loader keeps reading the old name).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = [
+    "BOUNDARY_KIND",
+    "BOUNDARY_NAME",
+    "CALL_INDEX",
+    "CODEC",
+    "ERROR",
+    "ERROR_HASH",
+    "ERROR_TRUNCATED",
+    "GEN_AI_OPERATION_NAME",
+    "GEN_AI_PROVIDER_NAME",
+    "GEN_AI_REQUEST_MAX_TOKENS",
+    "GEN_AI_REQUEST_MODEL",
+    "GEN_AI_REQUEST_SEED",
+    "GEN_AI_REQUEST_TEMPERATURE",
+    "GEN_AI_REQUEST_TOP_P",
+    "GEN_AI_RESPONSE_ID",
+    "GEN_AI_RESPONSE_MODEL",
+    "GEN_AI_USAGE_INPUT_TOKENS",
+    "GEN_AI_USAGE_OUTPUT_TOKENS",
+    "INPUT",
+    "INPUT_HASH",
+    "INPUT_TRUNCATED",
+    "OUTPUT",
+    "OUTPUT_HASH",
+    "OUTPUT_TRUNCATED",
+    "REPLAY_OF",
+    "SESSION_PREFIX",
+    "STREAM",
+    "STREAM_ITEMS",
+    "STREAM_STATE",
+]
+
+BOUNDARY_NAME: Final = "chronicle.boundary.name"
+"""Stable boundary name; by default ``module.qualname`` of the decorated function."""
+BOUNDARY_KIND: Final = "chronicle.boundary.kind"
+"""One of ``llm``, ``tool``, ``retrieval``, ``guardrail``, ``agent``, ``memory``, ``custom``."""
+CALL_INDEX: Final = "chronicle.call.index"
+"""Ordinal of this boundary name among the calls under the same parent boundary (0-based)."""
+
+INPUT: Final = "chronicle.input"
+"""Canonical JSON of the bound arguments ``{param: value}`` (``self``/``cls`` excluded); maybe a prefix."""
+OUTPUT: Final = "chronicle.output"
+"""Canonical JSON of the return value (for a stream: the list of yielded items); maybe a prefix."""
+ERROR: Final = "chronicle.error"
+"""Canonical JSON ``{"type", "message", "args", "exception"}`` when the call raised; maybe a prefix."""
+INPUT_HASH: Final = "chronicle.input.hash"
+"""``sha256:<hex>`` of the whole canonical input; also its address in the payload store."""
+OUTPUT_HASH: Final = "chronicle.output.hash"
+"""``sha256:<hex>`` of the whole canonical output."""
+ERROR_HASH: Final = "chronicle.error.hash"
+"""``sha256:<hex>`` of the whole canonical error."""
+INPUT_TRUNCATED: Final = "chronicle.input.truncated"
+"""True when :data:`INPUT` holds only a prefix; the payload store holds the whole."""
+OUTPUT_TRUNCATED: Final = "chronicle.output.truncated"
+"""True when :data:`OUTPUT` holds only a prefix."""
+ERROR_TRUNCATED: Final = "chronicle.error.truncated"
+"""True when :data:`ERROR` holds only a prefix."""
+STREAM: Final = "chronicle.stream"
+"""True when the output was streamed (generator or async generator)."""
+STREAM_STATE: Final = "chronicle.stream.state"
+"""How a stream ended: ``complete``, ``abandoned`` (closed early by the consumer) or ``error``."""
+STREAM_ITEMS: Final = "chronicle.stream.items"
+"""Number of items the stream yielded."""
+CODEC: Final = "chronicle.codec"
+"""Codec version of the payloads, e.g. ``chronicle-json/1``."""
+SESSION_PREFIX: Final = "chronicle.session."
+"""Prefix of session variables: ``chronicle.session.build_id``, ``chronicle.session.user_id``…"""
+REPLAY_OF: Final = "chronicle.replay.of"
+"""On spans emitted during a replay: the id of the original trace."""
+
+# OpenTelemetry GenAI semantic conventions, written on LLM boundaries when known.
+GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"
+"""GenAI operation, ``chat`` for LLM boundaries."""
+GEN_AI_PROVIDER_NAME: Final = "gen_ai.provider.name"
+"""GenAI provider (``openai``, ``anthropic``…), from ``boundary(provider=...)``."""
+GEN_AI_REQUEST_MODEL: Final = "gen_ai.request.model"
+"""Requested model, from a ``model`` argument."""
+GEN_AI_REQUEST_TEMPERATURE: Final = "gen_ai.request.temperature"
+"""Sampling temperature, from a ``temperature`` argument."""
+GEN_AI_REQUEST_TOP_P: Final = "gen_ai.request.top_p"
+"""Nucleus sampling parameter, from a ``top_p`` argument."""
+GEN_AI_REQUEST_MAX_TOKENS: Final = "gen_ai.request.max_tokens"
+"""Token limit, from a ``max_tokens`` argument."""
+GEN_AI_REQUEST_SEED: Final = "gen_ai.request.seed"
+"""Sampling seed, from a ``seed`` argument."""
+GEN_AI_RESPONSE_MODEL: Final = "gen_ai.response.model"
+"""Model that answered, from the result's ``model`` field."""
+GEN_AI_RESPONSE_ID: Final = "gen_ai.response.id"
+"""Response id, from the result's ``id`` field."""
+GEN_AI_USAGE_INPUT_TOKENS: Final = "gen_ai.usage.input_tokens"
+"""Prompt tokens, from the result's ``usage.input_tokens`` or ``usage.prompt_tokens``."""
+GEN_AI_USAGE_OUTPUT_TOKENS: Final = "gen_ai.usage.output_tokens"
+"""Completion tokens, from the result's ``usage.output_tokens`` or ``usage.completion_tokens``."""

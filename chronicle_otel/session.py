@@ -1,0 +1,127 @@
+"""Session variables: the context of a run, stamped on every boundary span.
+
+Usage::
+
+    import chronicle_otel as chronicle
+
+    chronicle.configure(session={"build_id": "2026.11.29+g3e1a7c4"})  # process-wide
+
+    with chronicle.session(user_id="u-17", prompt_version="v12"):      # this run only
+        run_agent("Sell $1,000 of MSFT")
+
+    @chronicle.session(channel="slack")                                # as a decorator
+    def handle(msg): ...
+
+Each boundary span carries ``chronicle.session.<key>`` for every process-wide and contextual
+variable; inner sessions override outer ones. Values live in a :mod:`contextvars` variable, so
+they follow asyncio tasks and ``contextvars.copy_context()`` into threads, and are restored when
+the block exits, even on error.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import inspect
+from collections.abc import Callable, Mapping
+from types import MappingProxyType, TracebackType
+from typing import Any, TypeVar
+
+from . import semconv
+from .codec import encode
+
+__all__ = ["current_session", "session"]
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+AttributeValue = str | bool | int | float
+_EMPTY: Mapping[str, AttributeValue] = MappingProxyType({})
+
+# The prefixed span attributes of the active session, ready to be copied onto a span.
+_SESSION_ATTRS: contextvars.ContextVar[Mapping[str, AttributeValue]] = contextvars.ContextVar(
+    "chronicle_session", default=_EMPTY
+)
+
+
+def session_attributes(values: Mapping[str, Any]) -> dict[str, AttributeValue]:
+    """Turn session variables into ``chronicle.session.*`` span attributes.
+
+    Strings, booleans, ints that fit in 64 bits and finite floats are kept as they are; anything
+    else is stored as its canonical JSON text.
+    """
+    out: dict[str, AttributeValue] = {}
+    for key, value in values.items():
+        if not isinstance(key, str) or not key or key.startswith(".") or key.endswith(".") or ".." in key:
+            raise ValueError(f"session variable names must be non-empty dotted names, got {key!r}")
+        out[semconv.SESSION_PREFIX + key] = _attribute_value(value)
+    return out
+
+
+def _attribute_value(value: Any) -> AttributeValue:
+    if isinstance(value, (str, bool)):
+        return value
+    if type(value) is int and -(2**63) <= value < 2**63:
+        return value
+    if type(value) is float and value == value and value not in (float("inf"), float("-inf")):
+        return value
+    return encode(value).decode()
+
+
+def current_session() -> dict[str, AttributeValue]:
+    """The session variables active in this context (without the process-wide ones), unprefixed."""
+    n = len(semconv.SESSION_PREFIX)
+    return {k[n:]: v for k, v in _SESSION_ATTRS.get().items()}
+
+
+class session:
+    """Set session variables for a block of code or every call of a function.
+
+    Works as a context manager and as a decorator (sync and async functions; a fresh scope per
+    call), nests (inner values override outer ones) and is safe across threads and asyncio tasks.
+
+    Args:
+        **values: the variables, e.g. ``user_id="u-17", prompt_version="v12"``.
+
+    Raises:
+        ValueError: a variable name is empty or has an empty dotted segment.
+    """
+
+    def __init__(self, **values: Any) -> None:
+        self._attrs = session_attributes(values)
+        self._tokens: list[contextvars.Token[Mapping[str, AttributeValue]]] = []
+
+    def __enter__(self) -> session:
+        merged = {**_SESSION_ATTRS.get(), **self._attrs}
+        self._tokens.append(_SESSION_ATTRS.set(MappingProxyType(merged)))
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        _SESSION_ATTRS.reset(self._tokens.pop())
+
+    def __call__(self, func: _F) -> _F:
+        """Decorate ``func`` so each call runs inside this session."""
+        attrs = self._attrs
+
+        def scope() -> session:
+            fresh = session.__new__(session)
+            fresh._attrs = attrs
+            fresh._tokens = []
+            return fresh
+
+        if inspect.iscoroutinefunction(func):
+
+            @functools.wraps(func)
+            async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+                with scope():
+                    return await func(*args, **kwargs)
+
+            return async_wrapper  # type: ignore[return-value]
+
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with scope():
+                return func(*args, **kwargs)
+
+        return wrapper  # type: ignore[return-value]

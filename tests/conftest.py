@@ -1,0 +1,85 @@
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+import chronicle_otel as chronicle
+from chronicle_otel import config as config_module
+from chronicle_otel import semconv as sc
+from chronicle_otel._internal import errors as internal_errors
+
+
+@pytest.fixture(autouse=True)
+def clean_environ(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No CHRONICLE_* or OTEL_* variable from the outside leaks into a test."""
+    for name in list(os.environ):
+        if name.startswith(("CHRONICLE_", "OTEL_")):
+            monkeypatch.delenv(name)
+
+
+@pytest.fixture(autouse=True)
+def raise_internal_errors(request: pytest.FixtureRequest) -> Iterator[None]:
+    """chronicle's own bugs fail our tests; tests of the failure policy opt out with `swallow_internal_errors`."""
+    swallow = "swallow_internal_errors" in request.fixturenames
+    internal_errors.RAISE_INTERNAL_ERRORS = not swallow
+    internal_errors.reset_seen()
+    yield
+    internal_errors.RAISE_INTERNAL_ERRORS = False
+    config_module._reset_for_tests()
+
+
+@pytest.fixture
+def swallow_internal_errors() -> None:
+    """Run with the production failure policy: internal errors are logged and swallowed."""
+
+
+@dataclass
+class Recorder:
+    provider: TracerProvider
+    memory: InMemorySpanExporter
+    config: chronicle.ChronicleConfig
+    path: Path
+
+    @property
+    def store(self) -> chronicle.LocalStore:
+        assert self.config.store is not None
+        return self.config.store
+
+    def spans(self) -> list[ReadableSpan]:
+        return list(self.memory.get_finished_spans())
+
+    def span(self, name: str) -> ReadableSpan:
+        found = [s for s in self.spans() if s.name == name]
+        assert len(found) == 1, f"expected one span {name!r}, got {[s.name for s in self.spans()]}"
+        return found[0]
+
+    def attrs(self, name: str) -> dict[str, Any]:
+        return dict(self.span(name).attributes or {})
+
+    def io(self, name: str, key: str = sc.OUTPUT) -> Any:
+        """The decoded JSON of a payload attribute of the one span called ``name``."""
+        return orjson.loads(self.attrs(name)[key])
+
+
+def make_recorder(tmp_path: Path, **options: Any) -> Recorder:
+    provider = TracerProvider()
+    memory = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    store = options.pop("store", chronicle.StoreOptions(path=tmp_path / ".chronicle", processor="simple", durable=False))
+    config = chronicle.configure(tracer_provider=provider, store=store, **options)
+    return Recorder(provider, memory, config, tmp_path / ".chronicle")
+
+
+@pytest.fixture
+def recorder(tmp_path: Path) -> Recorder:
+    """A fresh TracerProvider + in-memory exporter + local store in tmp_path, configured process-wide."""
+    return make_recorder(tmp_path)
