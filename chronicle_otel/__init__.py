@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import contextlib as _contextlib
 
-from .boundary import BoundaryKind, boundary, call, instrument, uninstrument
+from ._boundary import BoundaryKind, boundary, call, instrument, uninstrument
+from ._session import session
 from .codec import register_type
 from .config import CaptureOptions, ChronicleConfig, RedactionOptions, StoreOptions, configure, get_config
 from .errors import (
@@ -35,7 +36,6 @@ from .errors import (
     TraceNotFoundError,
 )
 from .export import ChronicleExporter
-from .session import session
 from .store import LocalStore, TraceSummary
 from .version import __version__
 

@@ -305,9 +305,7 @@ def _safe_str(v: object) -> str:
 
 
 _BASE_ENCODERS: list[tuple[type, _Encoder]] = [
-    # order matters for classes with several bases: first match in the MRO wins
-    (bool, _enc_int_subclass),
-    (enum.Enum, _enc_enum),
+    # the first base of the class's MRO found here wins (enums are checked before this table)
     (dict, _enc_dict),
     (list, _enc_list),
     (tuple, _enc_tuple),
@@ -344,6 +342,8 @@ def _lookup_encoder(cls: type) -> _Encoder:
         entry = _registry_by_class.get(base)
         if entry is not None:
             return _enc_registered(entry)
+    if issubclass(cls, enum.Enum):
+        return _enc_enum
     if dataclasses.is_dataclass(cls):
         return _enc_dataclass
     if _is_pydantic_model(cls):

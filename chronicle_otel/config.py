@@ -43,15 +43,15 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcess
 from . import environment_variables as env
 from ._internal.buffer import DEFAULT_MAX_BYTES, PayloadBuffer
 from ._internal.errors import log_once
+from ._session import AttributeValue, session_attributes
 from .codec import DEFAULT_SECRET_PATTERN, KeyFilter, key_filter
 from .errors import ConfigError
 from .export import ChronicleExporter
-from .session import AttributeValue, session_attributes
 from .store import LocalStore
 from .version import __version__
 
 if TYPE_CHECKING:
-    from .boundary import BoundaryDecorator, BoundaryKind
+    from ._boundary import BoundaryDecorator, BoundaryKind
 
 __all__ = ["CaptureOptions", "ChronicleConfig", "RedactionOptions", "StoreOptions", "configure", "get_config"]
 
@@ -225,7 +225,7 @@ class ChronicleConfig:
         provider: str | None = None,
     ) -> BoundaryDecorator:
         """Like :func:`chronicle_otel.boundary`, bound to this configuration (see ``configure(local=True)``)."""
-        from .boundary import boundary
+        from ._boundary import boundary
 
         return boundary(name=name, kind=kind, attributes=attributes, enabled=enabled, provider=provider, config=self)
 

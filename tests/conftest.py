@@ -74,7 +74,9 @@ def make_recorder(tmp_path: Path, **options: Any) -> Recorder:
     provider = TracerProvider()
     memory = InMemorySpanExporter()
     provider.add_span_processor(SimpleSpanProcessor(memory))
-    store = options.pop("store", chronicle.StoreOptions(path=tmp_path / ".chronicle", processor="simple", durable=False))
+    store = options.pop(
+        "store", chronicle.StoreOptions(path=tmp_path / ".chronicle", processor="simple", durable=False)
+    )
     config = chronicle.configure(tracer_provider=provider, store=store, **options)
     return Recorder(provider, memory, config, tmp_path / ".chronicle")
 

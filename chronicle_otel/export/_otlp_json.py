@@ -72,7 +72,7 @@ def span_dict(span: ReadableSpan) -> dict[str, Any]:
     """Encode one finished span."""
     ctx = span.get_span_context()
     assert ctx is not None
-    flags = int(ctx.trace_flags) | _FLAG_HAS_IS_REMOTE
+    flags = _FLAG_HAS_IS_REMOTE  # as the SDK's OTLP encoder: the is-remote bits only
     out: dict[str, Any] = {"traceId": f"{ctx.trace_id:032x}", "spanId": f"{ctx.span_id:016x}"}
     trace_state = ctx.trace_state.to_header() if ctx.trace_state else ""
     if trace_state:
@@ -101,7 +101,7 @@ def span_dict(span: ReadableSpan) -> dict[str, Any]:
             if lc.trace_state:
                 item["traceState"] = lc.trace_state.to_header()
             _with_attributes(item, link.attributes)
-            item["flags"] = int(lc.trace_flags) | _FLAG_HAS_IS_REMOTE | (_FLAG_IS_REMOTE if lc.is_remote else 0)
+            item["flags"] = _FLAG_HAS_IS_REMOTE | (_FLAG_IS_REMOTE if lc.is_remote else 0)
             links.append(item)
         out["links"] = links
     if span.dropped_links:

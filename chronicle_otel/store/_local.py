@@ -193,13 +193,17 @@ class LocalStore:
                 )
             raise StoreError(f"not a chronicle store (format {found!r})", fmt)
 
+    def _drop_segment(self) -> None:
+        if self._segment is not None:
+            with contextlib.suppress(OSError):
+                self._segment.close()
+            self._segment = None
+
     def _open_segment(self) -> None:
         pid = os.getpid()
         if self._segment is not None and self._segment_pid == pid and self._segment_size < _SEGMENT_MAX_BYTES:
             return
-        if self._segment is not None:
-            with contextlib.suppress(OSError):
-                self._segment.close()
+        self._drop_segment()
         day = time.strftime("%Y-%m-%d", time.gmtime())
         name = f"{time.strftime('%H%M%S', time.gmtime())}-{pid}-{os.urandom(4).hex()}.jsonl"
         rel = f"spans/{day}/{name}"
@@ -226,17 +230,22 @@ class LocalStore:
             if records:
                 self._open_segment()
                 seg = self._segment
-                offset = seg.tell()
+                # The real end of file, not tell(): bytes a failed write left behind are skipped, never indexed.
+                offset = os.fstat(seg.fileno()).st_size
                 chunks = []
                 for rec in records:
                     rows.append((rec.trace_id, self._segment_rel, offset, len(rec.line)))
                     chunks.append(rec.line)
                     chunks.append(b"\n")
                     offset += len(rec.line) + 1
-                seg.write(b"".join(chunks))
-                seg.flush()
-                if self.durable:
-                    os.fsync(seg.fileno())
+                try:
+                    seg.write(b"".join(chunks))
+                    seg.flush()
+                    if self.durable:
+                        os.fsync(seg.fileno())
+                except BaseException:
+                    self._drop_segment()  # the next batch starts a clean segment
+                    raise
                 self._segment_size = offset
             now = time.time_ns()
             db.execute("BEGIN IMMEDIATE")
@@ -296,10 +305,7 @@ class LocalStore:
     def close(self) -> None:
         """Close files; the store can be reopened by the next call."""
         with self._lock:
-            if self._segment is not None:
-                with contextlib.suppress(OSError):
-                    self._segment.close()
-                self._segment = None
+            self._drop_segment()
             if self._db is not None:
                 self._db.close()
                 self._db = None

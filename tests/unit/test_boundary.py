@@ -117,7 +117,9 @@ class Broker:
         (lambda b: b.static_second(2), "broker.static_second", {"qty": 2}, 200),
     ],
 )
-def test_methods_exclude_self_and_cls(recorder: Recorder, call: Any, name: str, expected_input: Any, expected_output: Any) -> None:
+def test_methods_exclude_self_and_cls(
+    recorder: Recorder, call: Any, name: str, expected_input: Any, expected_output: Any
+) -> None:
     assert call(Broker()) == expected_output
     assert recorder.io(name, sc.INPUT) == expected_input
     assert recorder.io(name) == expected_output
@@ -557,7 +559,11 @@ class FakeClient:
     """Stands in for a third-party SDK class."""
 
     def create(self, model: str, messages: list[dict[str, str]]) -> dict[str, Any]:
-        return {"model": model, "choices": [{"message": messages[-1]}], "usage": {"input_tokens": 7, "output_tokens": 2}}
+        return {
+            "model": model,
+            "choices": [{"message": messages[-1]}],
+            "usage": {"input_tokens": 7, "output_tokens": 2},
+        }
 
     @staticmethod
     def ping() -> str:

@@ -56,10 +56,10 @@ from opentelemetry.trace import Status, StatusCode
 from . import semconv
 from ._internal import errors as _errors
 from ._internal.errors import log_once
+from ._session import _SESSION_ATTRS, AttributeValue
 from .codec import CODEC_VERSION, encode, to_json_value
 from .config import ChronicleConfig, get_config
 from .errors import ChronicleWarning, ConfigError
-from .session import _SESSION_ATTRS, AttributeValue
 
 __all__ = ["BoundaryDecorator", "BoundaryKind", "call", "boundary", "instrument", "uninstrument"]
 

@@ -1,0 +1,53 @@
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import chronicle_otel
+
+PACKAGE = Path(chronicle_otel.__file__).parent
+
+
+def test_all_is_sorted_and_complete() -> None:
+    public = sorted(
+        n for n in vars(chronicle_otel) if (not n.startswith("_") or n == "__version__") and n != "annotations"
+    )
+    public = [n for n in public if not isinstance(getattr(chronicle_otel, n), type(chronicle_otel))]
+    assert chronicle_otel.__all__ == sorted(chronicle_otel.__all__)
+    assert sorted(chronicle_otel.__all__) == public
+
+
+def test_reexports_show_the_public_module() -> None:
+    for name in chronicle_otel.__all__:
+        obj = getattr(chronicle_otel, name)
+        if isinstance(obj, type) or callable(obj):
+            assert obj.__module__ == "chronicle_otel", name
+
+
+def test_public_modules_define_all() -> None:
+    for path in PACKAGE.rglob("*.py"):
+        rel = path.relative_to(PACKAGE)
+        if any(part.startswith("_") and part != "__init__.py" for part in rel.parts):
+            continue
+        tree = ast.parse(path.read_text())
+        names = {
+            t.id for node in tree.body if isinstance(node, ast.Assign) for t in node.targets if isinstance(t, ast.Name)
+        }
+        assert "__all__" in names, f"{rel} is public and must define __all__"
+
+
+def test_span_attribute_keys_only_in_semconv() -> None:
+    pattern = re.compile(r"""["']chronicle\.[a-z]""")
+    offenders = []
+    for path in PACKAGE.rglob("*.py"):
+        if path.name == "semconv.py":
+            continue
+        for lineno, line in enumerate(path.read_text().splitlines(), 1):
+            if pattern.search(line):
+                offenders.append(f"{path.relative_to(PACKAGE)}:{lineno}: {line.strip()}")
+    assert offenders == []
+
+
+def test_py_typed_is_shipped() -> None:
+    assert (PACKAGE / "py.typed").exists()
