@@ -38,6 +38,7 @@ API:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import inspect
 import itertools
@@ -46,7 +47,7 @@ import warnings
 from collections.abc import AsyncGenerator, Callable, Generator, Mapping
 from enum import Enum
 from types import TracebackType
-from typing import Any, Generic, Protocol, TypeVar, overload
+from typing import Any, Protocol, TypeVar, overload
 
 import wrapt
 from opentelemetry import context as context_api
@@ -188,7 +189,7 @@ _GENAI_ARGS = {
 
 
 def _field(obj: Any, name: str) -> Any:
-    if isinstance(obj, Mapping):
+    if type(obj) is dict or isinstance(obj, Mapping):
         return obj.get(name)
     return getattr(obj, name, None)
 
@@ -312,9 +313,13 @@ def _error_envelope(exc: BaseException, config: ChronicleConfig) -> dict[str, An
 
 
 class _Call:
-    """One boundary call in progress: its span, its context token and its pending payloads."""
+    """One boundary call in progress: its span, its context token, its pending attributes and payloads.
 
-    __slots__ = ("config", "ctx", "items", "pending", "span", "spec", "token")
+    Payloads are encoded when they exist (the input before the call runs, so later mutation of the
+    arguments cannot change the record) and all of them are set on the span in one call at the end.
+    """
+
+    __slots__ = ("attrs", "config", "ctx", "pending", "recording", "span", "spec", "token")
 
     def __init__(self, spec: _Spec, config: ChronicleConfig, span: trace_api.Span, ctx: context_api.Context) -> None:
         self.spec = spec
@@ -322,8 +327,9 @@ class _Call:
         self.span = span
         self.ctx = ctx
         self.token: object = None
+        self.recording = span.is_recording()
+        self.attrs: dict[str, AttributeValue] = {}
         self.pending: list[tuple[str, bytes]] = []
-        self.items: list[Any] | None = None
 
     def activate(self) -> None:
         self.token = context_api.attach(self.ctx)
@@ -336,10 +342,10 @@ class _Call:
             except Exception as exc:  # a token from another context (e.g. a generator resumed elsewhere)
                 log_once("restoring the OpenTelemetry context", exc)
 
-    def _end(self, attrs: dict[str, AttributeValue]) -> None:
+    def _end(self) -> None:
         span = self.span
-        if attrs:
-            span.set_attributes(attrs)
+        if self.attrs:
+            span.set_attributes(self.attrs)
         buffer = self.config.payload_buffer
         if self.pending and buffer is not None:
             buffer.put(span.get_span_context().span_id, self.pending)
@@ -347,39 +353,36 @@ class _Call:
 
     def succeed(self, result: Any) -> None:
         try:
-            attrs: dict[str, AttributeValue] = {}
-            if self.span.is_recording():
-                _payload(attrs, self.pending, _OUTPUT_KEYS, result, self.config)
+            if self.recording:
+                _payload(self.attrs, self.pending, _OUTPUT_KEYS, result, self.config)
                 if self.spec.genai and self.config.genai_attributes:
-                    attrs.update(_genai_result_attributes(result))
-            self._end(attrs)
+                    self.attrs.update(_genai_result_attributes(result))
+            self._end()
         except Exception as exc:
             self._fallback("recording the result of", exc)
 
     def fail(self, exc: BaseException, partial: list[Any] | None = None) -> None:
         try:
-            attrs: dict[str, AttributeValue] = {}
-            span = self.span
-            if span.is_recording():
+            if self.recording:
+                attrs = self.attrs
                 _payload(attrs, self.pending, _ERROR_KEYS, _error_envelope(exc, self.config), self.config, True)
                 if partial is not None:
                     _payload(attrs, self.pending, _OUTPUT_KEYS, partial, self.config)
                     attrs[semconv.STREAM_STATE] = "error"
                     attrs[semconv.STREAM_ITEMS] = len(partial)
-                span.record_exception(exc, escaped=True)
-                span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
-            self._end(attrs)
+                self.span.record_exception(exc, escaped=True)
+                self.span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+            self._end()
         except Exception as err:
             self._fallback("recording the exception of", err)
 
-    def finish_stream(self, items: list[Any], state: str, result: Any = None) -> None:
+    def finish_stream(self, items: list[Any], state: str) -> None:
         try:
-            attrs: dict[str, AttributeValue] = {}
-            if self.span.is_recording():
-                _payload(attrs, self.pending, _OUTPUT_KEYS, items, self.config)
-                attrs[semconv.STREAM_STATE] = state
-                attrs[semconv.STREAM_ITEMS] = len(items)
-            self._end(attrs)
+            if self.recording:
+                _payload(self.attrs, self.pending, _OUTPUT_KEYS, items, self.config)
+                self.attrs[semconv.STREAM_STATE] = state
+                self.attrs[semconv.STREAM_ITEMS] = len(items)
+            self._end()
         except Exception as exc:
             self._fallback("recording the stream of", exc)
 
@@ -387,11 +390,9 @@ class _Call:
         if _errors.RAISE_INTERNAL_ERRORS:
             raise exc
         log_once(f"{what} boundary {self.spec.name!r}", exc)
-        try:
+        with contextlib.suppress(Exception):
             if self.span.is_recording():
                 self.span.end()
-        except Exception:
-            pass
 
 
 def _begin(
@@ -425,18 +426,14 @@ def _begin(
         span = config.tracer.start_span(spec.name, context=parent_ctx, attributes=attrs)
         ctx = context_api.set_value(_FRAME_KEY, _Frame(), trace_api.set_span_in_context(span, parent_ctx))
         call = _Call(spec, config, span, ctx)
-        if span.is_recording():
-            extra: dict[str, AttributeValue] = {}
-            binder = spec.binder
-            if binder is not None:
-                bound = binder.bind(args, kwargs, wrapped is not spec.raw and instance is not None)
-                _payload(extra, call.pending, _INPUT_KEYS, bound, config)
-                if spec.genai_args and config.genai_attributes:
-                    for param, key in spec.genai_args.items():
-                        value = _attribute_scalar(bound.get(param))
-                        if value is not None:
-                            extra[key] = value
-            span.set_attributes(extra)
+        if call.recording and spec.binder is not None:
+            bound = spec.binder.bind(args, kwargs, wrapped is not spec.raw and instance is not None)
+            _payload(call.attrs, call.pending, _INPUT_KEYS, bound, config)
+            if spec.genai_args and config.genai_attributes:
+                for param, key in spec.genai_args.items():
+                    value = _attribute_scalar(bound.get(param))
+                    if value is not None:
+                        call.attrs[key] = value
         return call
     except Exception as exc:
         if _errors.RAISE_INTERNAL_ERRORS:
@@ -712,7 +709,7 @@ def boundary(
 _T = TypeVar("_T")
 
 
-class call(Generic[_T]):
+class call:
     """Record a block of code as a boundary call, for code that cannot be decorated.
 
     Usage::
@@ -753,14 +750,12 @@ class call(Generic[_T]):
         self._has_output = True
         return value
 
-    def __enter__(self) -> call[_T]:
+    def __enter__(self) -> call:
         c = _begin(self._spec, None, None, (), {})
         if c is not None:
-            if c.span.is_recording():
+            if c.recording:
                 try:
-                    attrs: dict[str, AttributeValue] = {}
-                    _payload(attrs, c.pending, _INPUT_KEYS, self._input, c.config)
-                    c.span.set_attributes(attrs)
+                    _payload(c.attrs, c.pending, _INPUT_KEYS, self._input, c.config)
                 except Exception as exc:
                     if _errors.RAISE_INTERNAL_ERRORS:
                         raise
@@ -781,7 +776,7 @@ class call(Generic[_T]):
         else:
             c.succeed(self._output)
 
-    async def __aenter__(self) -> call[_T]:
+    async def __aenter__(self) -> call:
         return self.__enter__()
 
     async def __aexit__(

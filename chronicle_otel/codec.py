@@ -219,16 +219,26 @@ def _enc_bytes(v: Any, w: _Walker, d: int) -> Any:
     return {TAG: "bytes", "b64": base64.b64encode(bytes(v)).decode("ascii")}
 
 
-def _enc_datetime(v: Any, w: _Walker, d: int) -> Any:
-    return {TAG: "datetime", "iso": v.isoformat()}
+def _enc_datetime(v: _dt.datetime, w: _Walker, d: int) -> Any:
+    key = getattr(v.tzinfo, "key", None)  # a zoneinfo.ZoneInfo: keep the zone, not only today's offset
+    if isinstance(key, str):
+        out: dict[str, Any] = {TAG: "datetime", "iso": v.replace(tzinfo=None).isoformat(), "tz": key}
+    else:
+        out = {TAG: "datetime", "iso": v.isoformat()}
+    if v.fold:
+        out["fold"] = 1
+    return out
 
 
 def _enc_date(v: Any, w: _Walker, d: int) -> Any:
     return {TAG: "date", "iso": v.isoformat()}
 
 
-def _enc_time(v: Any, w: _Walker, d: int) -> Any:
-    return {TAG: "time", "iso": v.isoformat()}
+def _enc_time(v: _dt.time, w: _Walker, d: int) -> Any:
+    out: dict[str, Any] = {TAG: "time", "iso": v.isoformat()}
+    if v.fold:
+        out["fold"] = 1
+    return out
 
 
 def _enc_timedelta(v: _dt.timedelta, w: _Walker, d: int) -> Any:
@@ -510,7 +520,15 @@ def _dec_bytes(d: _Decoder, v: dict[str, Any]) -> Any:
 
 
 def _dec_datetime(d: _Decoder, v: dict[str, Any]) -> Any:
-    return _dt.datetime.fromisoformat(v["iso"])
+    value = _dt.datetime.fromisoformat(v["iso"])
+    if "tz" in v:
+        import zoneinfo  # zone data, never code: ZoneInfo rejects keys that are paths
+
+        try:
+            value = value.replace(tzinfo=zoneinfo.ZoneInfo(v["tz"]))
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown time zone {v['tz']!r}") from None
+    return value.replace(fold=v.get("fold", 0))
 
 
 def _dec_date(d: _Decoder, v: dict[str, Any]) -> Any:
@@ -518,7 +536,7 @@ def _dec_date(d: _Decoder, v: dict[str, Any]) -> Any:
 
 
 def _dec_time(d: _Decoder, v: dict[str, Any]) -> Any:
-    return _dt.time.fromisoformat(v["iso"])
+    return _dt.time.fromisoformat(v["iso"]).replace(fold=v.get("fold", 0))
 
 
 def _dec_timedelta(d: _Decoder, v: dict[str, Any]) -> Any:

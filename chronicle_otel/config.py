@@ -71,6 +71,8 @@ class StoreOptions:
     """fsync span segments before indexing them, so a committed batch survives power loss."""
     buffer_bytes: int = DEFAULT_MAX_BYTES
     """Capacity of the in-memory hand-off of truncated payloads to the exporter thread."""
+    max_queue_size: int = 16_384
+    """Spans the batch processor holds before it drops (the SDK default is 2048): bursts of calls are kept."""
 
 
 @dataclass(frozen=True)
@@ -415,7 +417,9 @@ def configure(
         buffer = PayloadBuffer(opts.buffer_bytes)
         exporter = ChronicleExporter(local_store, payload_buffer=buffer)
         processor: SpanProcessor = (
-            SimpleSpanProcessor(exporter) if opts.processor == "simple" else BatchSpanProcessor(exporter)
+            SimpleSpanProcessor(exporter)
+            if opts.processor == "simple"
+            else BatchSpanProcessor(exporter, max_queue_size=opts.max_queue_size, max_export_batch_size=2048)
         )
         processors.append(processor)
         provider.add_span_processor(processor)

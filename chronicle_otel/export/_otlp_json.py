@@ -29,20 +29,35 @@ _FLAG_HAS_IS_REMOTE = 0x100
 _FLAG_IS_REMOTE = 0x200
 
 
+def _double(value: float) -> dict[str, Any]:
+    if math.isnan(value):
+        return {"doubleValue": "NaN"}
+    if math.isinf(value):
+        return {"doubleValue": "Infinity" if value > 0 else "-Infinity"}
+    return {"doubleValue": value}
+
+
+_SCALARS: dict[type, Any] = {
+    str: lambda v: {"stringValue": v},
+    bool: lambda v: {"boolValue": v},
+    int: lambda v: {"intValue": str(v)},
+    float: _double,
+}
+
+
 def any_value(value: Any) -> dict[str, Any]:
     """Encode one attribute value as an OTLP ``AnyValue``."""
+    encode = _SCALARS.get(type(value))
+    if encode is not None:
+        return encode(value)  # type: ignore[no-any-return]
     if isinstance(value, bool):
         return {"boolValue": value}
     if isinstance(value, str):
-        return {"stringValue": value}
+        return {"stringValue": str(value)}
     if isinstance(value, int):
         return {"intValue": str(value)}
     if isinstance(value, float):
-        if math.isnan(value):
-            return {"doubleValue": "NaN"}
-        if math.isinf(value):
-            return {"doubleValue": "Infinity" if value > 0 else "-Infinity"}
-        return {"doubleValue": value}
+        return _double(value)
     if isinstance(value, (bytes, bytearray)):
         return {"bytesValue": base64.b64encode(bytes(value)).decode("ascii")}
     if isinstance(value, Mapping):
@@ -56,7 +71,20 @@ def attributes(attrs: Mapping[str, Any] | None) -> list[dict[str, Any]]:
     """Encode an attribute mapping as a list of OTLP ``KeyValue``."""
     if not attrs:
         return []
-    return [{"key": k, "value": any_value(v)} for k, v in attrs.items()]
+    # BoundedAttributes iterates through the MutableMapping mixin; its copy() is a plain dict.
+    items = attrs.copy() if hasattr(attrs, "copy") else dict(attrs)
+    out = []
+    for k, v in items.items():  # inline the common scalar cases: this runs for every attribute of every span
+        t = type(v)
+        if t is str:
+            out.append({"key": k, "value": {"stringValue": v}})
+        elif t is int:
+            out.append({"key": k, "value": {"intValue": str(v)}})
+        elif t is bool:
+            out.append({"key": k, "value": {"boolValue": v}})
+        else:
+            out.append({"key": k, "value": any_value(v)})
+    return out
 
 
 def _with_attributes(out: dict[str, Any], attrs: Mapping[str, Any] | None, dropped: int = 0) -> dict[str, Any]:
@@ -116,13 +144,34 @@ def span_dict(span: ReadableSpan) -> dict[str, Any]:
     return out
 
 
+# Resources and scopes are immutable and shared by every span of a process: encode each once.
+_encoded: dict[int, tuple[object, dict[str, Any]]] = {}
+
+
+def _cached(obj: object, encode: Any) -> dict[str, Any]:
+    hit = _encoded.get(id(obj))
+    if hit is not None and hit[0] is obj:
+        return hit[1]
+    value: dict[str, Any] = encode(obj)
+    if len(_encoded) > 256:
+        _encoded.clear()
+    _encoded[id(obj)] = (obj, value)
+    return value
+
+
 def _resource_dict(resource: Resource | None) -> dict[str, Any]:
-    return _with_attributes({}, resource.attributes if resource is not None else None)
+    if resource is None:
+        return {}
+    return _cached(resource, lambda r: _with_attributes({}, r.attributes))
 
 
 def _scope_dict(scope: InstrumentationScope | None) -> dict[str, Any]:
     if scope is None:
         return {}
+    return _cached(scope, _encode_scope)
+
+
+def _encode_scope(scope: InstrumentationScope) -> dict[str, Any]:
     out: dict[str, Any] = {"name": scope.name}
     if scope.version:
         out["version"] = scope.version

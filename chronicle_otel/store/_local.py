@@ -67,6 +67,28 @@ CREATE TABLE IF NOT EXISTS payloads (
 );
 """
 
+# One statement per trace and batch. In an UPDATE every right-hand side sees the row as it was.
+_NEW_ROOT = "excluded.root_span_id IS NOT NULL"
+_OUTER = "excluded.boundary_start_ns IS NOT NULL AND (boundary_start_ns IS NULL OR excluded.boundary_start_ns < boundary_start_ns)"
+_UPSERT_TRACE = f"""
+INSERT INTO traces(trace_id, root_span_id, root_name, start_ns, end_ns, status, root_boundary, root_boundary_kind,
+                   boundary_start_ns, service, span_count, error_count, updated_ns)
+VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)
+ON CONFLICT(trace_id) DO UPDATE SET
+    span_count = span_count + excluded.span_count,
+    error_count = error_count + excluded.error_count,
+    updated_ns = excluded.updated_ns,
+    service = COALESCE(service, excluded.service),
+    root_span_id = CASE WHEN {_NEW_ROOT} THEN excluded.root_span_id ELSE root_span_id END,
+    root_name = CASE WHEN {_NEW_ROOT} THEN excluded.root_name ELSE root_name END,
+    start_ns = CASE WHEN {_NEW_ROOT} THEN excluded.start_ns ELSE start_ns END,
+    end_ns = CASE WHEN {_NEW_ROOT} THEN excluded.end_ns ELSE end_ns END,
+    status = CASE WHEN {_NEW_ROOT} THEN excluded.status ELSE status END,
+    root_boundary = CASE WHEN {_OUTER} THEN excluded.root_boundary ELSE root_boundary END,
+    root_boundary_kind = CASE WHEN {_OUTER} THEN excluded.root_boundary_kind ELSE root_boundary_kind END,
+    boundary_start_ns = CASE WHEN {_OUTER} THEN excluded.boundary_start_ns ELSE boundary_start_ns END
+"""
+
 
 def default_store_path() -> Path:
     """``$CHRONICLE_HOME``, else ``./.chronicle``."""
@@ -251,8 +273,7 @@ class LocalStore:
             db.execute("BEGIN IMMEDIATE")
             try:
                 db.executemany("INSERT INTO span_lines(trace_id, segment, offset, length) VALUES (?,?,?,?)", rows)
-                for rec in records:
-                    self._index_trace(db, rec, now)
+                db.executemany(_UPSERT_TRACE, [self._trace_row(rec, now) for rec in records])
                 db.executemany(
                     "INSERT OR IGNORE INTO payloads(hash, size, data) VALUES (?,?,?)",
                     [(h, len(data), data) for h, data in payloads],
@@ -263,27 +284,24 @@ class LocalStore:
                 raise
 
     @staticmethod
-    def _index_trace(db: sqlite3.Connection, rec: TraceRecord, now: int) -> None:
-        db.execute(
-            "INSERT INTO traces(trace_id, span_count, error_count, updated_ns, service) VALUES (?,?,?,?,?) "
-            "ON CONFLICT(trace_id) DO UPDATE SET span_count = span_count + excluded.span_count, "
-            "error_count = error_count + excluded.error_count, updated_ns = excluded.updated_ns, "
-            "service = COALESCE(service, excluded.service)",
-            (rec.trace_id, rec.span_count, rec.error_count, now, rec.service),
+    def _trace_row(rec: TraceRecord, now: int) -> tuple[Any, ...]:
+        root = rec.root or {}
+        name, kind, start = rec.outer_boundary or (None, None, None)
+        return (
+            rec.trace_id,
+            root.get("span_id"),
+            root.get("name"),
+            root.get("start_ns"),
+            root.get("end_ns"),
+            root.get("status"),
+            name,
+            kind,
+            start,
+            rec.service,
+            rec.span_count,
+            rec.error_count,
+            now,
         )
-        if rec.root is not None:
-            r = rec.root
-            db.execute(
-                "UPDATE traces SET root_span_id=?, root_name=?, start_ns=?, end_ns=?, status=? WHERE trace_id=?",
-                (r["span_id"], r["name"], r["start_ns"], r["end_ns"], r["status"], rec.trace_id),
-            )
-        if rec.outer_boundary is not None:
-            name, kind, start = rec.outer_boundary
-            db.execute(
-                "UPDATE traces SET root_boundary=?, root_boundary_kind=?, boundary_start_ns=? "
-                "WHERE trace_id=? AND (boundary_start_ns IS NULL OR boundary_start_ns > ?)",
-                (name, kind, start, rec.trace_id, start),
-            )
 
     def put_payload(self, digest: str, data: bytes) -> None:
         """Store ``data`` under ``digest`` (``sha256:<hex>``); a no-op when it is already there.

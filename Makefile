@@ -1,0 +1,52 @@
+# One command set for developers, pre-commit and CI. Each target creates what it needs.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+ROTEL_VENV := .venv-rotel
+ROTEL_VERSION := 0.0.1a15
+
+.PHONY: install install-services demo test test-unit test-integration lint format typecheck bench clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e . --group dev
+	touch $@
+
+install: $(VENV)/.installed
+
+# The real OTLP collector (rotel, a Rust binary shipped in a PyPI wheel) in its own virtualenv.
+$(ROTEL_VENV)/.installed:
+	$(PYTHON) -m venv $(ROTEL_VENV)
+	$(ROTEL_VENV)/bin/python -m pip install -q 'rotel==$(ROTEL_VERSION)'
+	touch $@
+
+install-services: $(ROTEL_VENV)/.installed
+
+ROTEL_BIN = $(shell $(ROTEL_VENV)/bin/python -c 'import os, rotel; print(os.path.join(os.path.dirname(rotel.__file__), "rotel-agent"))' 2>/dev/null)
+
+demo: install
+	$(BIN)/python -m examples.stock_agent.demo
+
+test: install install-services
+	CHRONICLE_TEST_ROTEL=$(ROTEL_BIN) $(BIN)/python -m pytest
+
+test-unit: install
+	$(BIN)/python -m pytest tests/unit
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: install
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+typecheck: install
+	$(BIN)/mypy
+
+bench: install
+	$(BIN)/python benchmarks/overhead.py
+
+clean:
+	rm -rf $(VENV) $(ROTEL_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .benchmarks

@@ -1,0 +1,1 @@
+"""The stock-trading agent demo: the failure chronicle_otel is built to make replayable."""
