@@ -69,7 +69,10 @@ CREATE TABLE IF NOT EXISTS payloads (
 
 # One statement per trace and batch. In an UPDATE every right-hand side sees the row as it was.
 _NEW_ROOT = "excluded.root_span_id IS NOT NULL"
-_OUTER = "excluded.boundary_start_ns IS NOT NULL AND (boundary_start_ns IS NULL OR excluded.boundary_start_ns < boundary_start_ns)"
+_OUTER = (
+    "excluded.boundary_start_ns IS NOT NULL"
+    " AND (boundary_start_ns IS NULL OR excluded.boundary_start_ns < boundary_start_ns)"
+)
 _UPSERT_TRACE = f"""
 INSERT INTO traces(trace_id, root_span_id, root_name, start_ns, end_ns, status, root_boundary, root_boundary_kind,
                    boundary_start_ns, service, span_count, error_count, updated_ns)

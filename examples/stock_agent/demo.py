@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
             result = StockAgent(seed).run(REQUEST)
         value = result.receipt.value if result.receipt else Decimal(0)
         outcomes.append(value)
-        flag = "  <-- sold ~$%s, not $1,000" % f"{value:,.0f}" if value > 10_000 else ""
+        flag = f"  <-- sold ~${value:,.0f}, not $1,000" if value > 10_000 else ""
         print(f"  run {seed}: {result.status:7s} {result.message}{flag}")
     config.force_flush()
     print(f"\nsimulated model calls: {SimulatedLLM.calls}")
@@ -67,9 +67,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {attrs[semconv.BOUNDARY_KIND]:9s} {attrs[semconv.BOUNDARY_NAME]}[{attrs[semconv.CALL_INDEX]}]")
         print(f"      in : {_short(attrs.get(semconv.INPUT))}")
         print(f"      out: {_short(attrs.get(semconv.OUTPUT))}")
-    print(
-        f"\nsession: build_id={attrs[semconv.SESSION_PREFIX + 'build_id']} user_id={attrs[semconv.SESSION_PREFIX + 'user_id']}"
-    )
+    build, user = attrs[semconv.SESSION_PREFIX + "build_id"], attrs[semconv.SESSION_PREFIX + "user_id"]
+    print(f"\nsession: build_id={build} user_id={user}")
     return 0
 
 

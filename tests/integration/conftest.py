@@ -82,7 +82,7 @@ def otlp_sink() -> Iterator[OtlpSink]:
     sink = OtlpSink(port=0)
 
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
             encoding = (self.headers.get("Content-Encoding") or "").lower()
             if encoding == "gzip":
@@ -102,7 +102,7 @@ def otlp_sink() -> Iterator[OtlpSink]:
             self.send_header("Content-Length", "0")
             self.end_headers()
 
-        def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+        def log_message(self, format: str, *args: object) -> None:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
