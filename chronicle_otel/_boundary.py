@@ -44,6 +44,7 @@ import inspect
 import itertools
 import threading
 import warnings
+import weakref
 from collections.abc import AsyncGenerator, Callable, Generator, Mapping
 from enum import Enum
 from types import TracebackType
@@ -319,7 +320,7 @@ class _Call:
     arguments cannot change the record) and all of them are set on the span in one call at the end.
     """
 
-    __slots__ = ("attrs", "config", "ctx", "pending", "recording", "span", "spec", "token")
+    __slots__ = ("attrs", "config", "ctx", "done", "pending", "recording", "span", "spec", "token")
 
     def __init__(self, spec: _Spec, config: ChronicleConfig, span: trace_api.Span, ctx: context_api.Context) -> None:
         self.spec = spec
@@ -330,6 +331,7 @@ class _Call:
         self.recording = span.is_recording()
         self.attrs: dict[str, AttributeValue] = {}
         self.pending: list[tuple[str, bytes]] = []
+        self.done = False
 
     def activate(self) -> None:
         self.token = context_api.attach(self.ctx)
@@ -343,6 +345,7 @@ class _Call:
                 log_once("restoring the OpenTelemetry context", exc)
 
     def _end(self) -> None:
+        self.done = True
         span = self.span
         if self.attrs:
             span.set_attributes(self.attrs)
@@ -377,6 +380,8 @@ class _Call:
             self._fallback("recording the exception of", err)
 
     def finish_stream(self, items: list[Any], state: str) -> None:
+        if self.done:
+            return
         try:
             if self.recording:
                 _payload(self.attrs, self.pending, _OUTPUT_KEYS, items, self.config)
@@ -496,7 +501,10 @@ def _gen_wrapper(spec: _Spec) -> Callable[..., Any]:
             call.fail(exc, [])
             raise
         call.deactivate()
-        return _drive(gen, call)
+        driver = _drive(gen, call)
+        # A stream created but never iterated still ends its span, as "abandoned", when it is collected.
+        weakref.finalize(driver, call.finish_stream, [], "abandoned")
+        return driver
 
     return wrapper
 
@@ -544,7 +552,9 @@ def _asyncgen_wrapper(spec: _Spec) -> Callable[..., Any]:
             call.fail(exc, [])
             raise
         call.deactivate()
-        return _adrive(agen, call)
+        driver = _adrive(agen, call)
+        weakref.finalize(driver, call.finish_stream, [], "abandoned")
+        return driver
 
     return wrapper
 

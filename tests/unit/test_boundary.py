@@ -200,6 +200,21 @@ def test_generator_abandoned_early(recorder: Recorder) -> None:
     assert recorder.span("numbers").status.status_code is StatusCode.UNSET
 
 
+def test_generator_never_iterated_is_recorded_as_abandoned(recorder: Recorder) -> None:
+    import gc
+
+    @chronicle.boundary(name="idle")
+    def idle():  # type: ignore[no-untyped-def]
+        yield 1
+
+    gen = idle()
+    assert recorder.spans() == []
+    del gen
+    gc.collect()
+    a = recorder.attrs("idle")
+    assert a[sc.STREAM_STATE] == "abandoned" and json.loads(a[sc.OUTPUT]) == []
+
+
 def test_generator_failing_midway(recorder: Recorder) -> None:
     boom = RuntimeError("stream broke")
 
