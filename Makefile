@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 ROTEL_VENV := .venv-rotel
 ROTEL_VERSION := 0.0.1a15
 
-.PHONY: install install-services demo test test-unit test-integration lint format typecheck bench clean
+.PHONY: install install-services demo test test-unit test-oldest lint format typecheck bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,17 @@ test: install install-services
 test-unit: install
 	$(BIN)/python -m pytest tests/unit
 
+# The unit suite against the oldest supported wrapt (1.x) and OpenTelemetry SDK, in its own virtualenv.
+OLDEST := .venv-oldest
+$(OLDEST)/.installed: pyproject.toml tests/constraints-oldest.txt
+	$(PYTHON) -m venv $(OLDEST)
+	$(OLDEST)/bin/python -m pip install -q --upgrade pip
+	$(OLDEST)/bin/python -m pip install -q -c tests/constraints-oldest.txt -e . --group dev
+	touch $@
+
+test-oldest: $(OLDEST)/.installed
+	$(OLDEST)/bin/python -m pytest tests/unit
+
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -49,4 +60,4 @@ bench: install
 	$(BIN)/python benchmarks/overhead.py
 
 clean:
-	rm -rf $(VENV) $(ROTEL_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .benchmarks
+	rm -rf $(VENV) $(ROTEL_VENV) $(OLDEST) .pytest_cache .mypy_cache .ruff_cache .hypothesis .benchmarks

@@ -145,8 +145,8 @@ def run_variant(variant: str, calls: int, repeats: int) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--calls", type=int, default=2000)
-    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--calls", type=int, default=3000)
+    parser.add_argument("--repeats", type=int, default=9)
     parser.add_argument("--variant", choices=VARIANTS, help=argparse.SUPPRESS)
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     args = parser.parse_args(argv)

@@ -59,7 +59,7 @@ from . import semconv
 from ._internal import errors as _errors
 from ._internal.errors import log_once
 from ._session import _SESSION_ATTRS, AttributeValue
-from .codec import CODEC_VERSION, encode, to_json_value
+from .codec import CODEC_VERSION, encode
 from .config import ChronicleConfig, get_config
 from .errors import ChronicleWarning, ConfigError
 
@@ -259,9 +259,7 @@ class _Spec:
             if provider:
                 static[semconv.GEN_AI_PROVIDER_NAME] = provider
         self.static = static
-        params = set(self.binder.names) | set(self.binder.defaults) if self.binder else set()
-        if self.binder is not None and self.binder.sig is not None:
-            params |= set(self.binder.sig.parameters)
+        params = set(self.binder.sig.parameters) if self.binder is not None and self.binder.sig is not None else set()
         self.genai_args = {p: k for p, k in _GENAI_ARGS.items() if p in params} if self.genai else {}
 
 
@@ -271,10 +269,9 @@ def _payload(
     keys: tuple[str, str, str],
     value: Any,
     config: ChronicleConfig,
-    json_value: bool = False,
 ) -> None:
     """Encode ``value`` and put it (capped), its hash and its truncation flag into ``attrs``."""
-    data = encode(value, redact=config.redact) if not json_value else _dumps(value)
+    data = encode(value, redact=config.redact)
     digest = "sha256:" + hashlib.sha256(data).hexdigest()
     cap = config.max_attribute_length
     if len(data) <= cap:
@@ -289,28 +286,18 @@ def _payload(
     attrs[keys[1]] = digest
 
 
-def _dumps(tree: Any) -> bytes:
-    import orjson
-
-    return orjson.dumps(tree, option=orjson.OPT_SORT_KEYS)
-
-
 _INPUT_KEYS = (semconv.INPUT, semconv.INPUT_HASH, semconv.INPUT_TRUNCATED)
 _OUTPUT_KEYS = (semconv.OUTPUT, semconv.OUTPUT_HASH, semconv.OUTPUT_TRUNCATED)
 _ERROR_KEYS = (semconv.ERROR, semconv.ERROR_HASH, semconv.ERROR_TRUNCATED)
 
 
-def _error_envelope(exc: BaseException, config: ChronicleConfig) -> dict[str, Any]:
+def _error_envelope(exc: BaseException) -> dict[str, Any]:
     cls = type(exc)
     try:
         message = str(exc)
     except Exception:
         message = f"<{cls.__qualname__}: str() failed>"
-    return {
-        "type": f"{cls.__module__}.{cls.__qualname__}",
-        "message": message,
-        "args": to_json_value(list(exc.args), redact=config.redact),
-    }
+    return {"type": f"{cls.__module__}.{cls.__qualname__}", "message": message, "args": list(exc.args)}
 
 
 class _Call:
@@ -368,7 +355,7 @@ class _Call:
         try:
             if self.recording:
                 attrs = self.attrs
-                _payload(attrs, self.pending, _ERROR_KEYS, _error_envelope(exc, self.config), self.config, True)
+                _payload(attrs, self.pending, _ERROR_KEYS, _error_envelope(exc), self.config)
                 if partial is not None:
                     _payload(attrs, self.pending, _OUTPUT_KEYS, partial, self.config)
                     attrs[semconv.STREAM_STATE] = "error"
