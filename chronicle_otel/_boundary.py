@@ -475,20 +475,22 @@ def _async_wrapper(spec: _Spec) -> Callable[..., Any]:
     return wrapper
 
 
-def _gen_wrapper(spec: _Spec) -> Callable[..., Any]:
+def _stream_wrapper(spec: _Spec, drive: Callable[[Any, _Call], Any]) -> Callable[..., Any]:
+    """Wrapper of a generator or async-generator function: the span covers the whole iteration."""
+
     def wrapper(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         call = _begin(spec, wrapped, instance, args, kwargs, stream=True)
         if call is None:
             return wrapped(*args, **kwargs)
         call.activate()
         try:
-            gen = wrapped(*args, **kwargs)
+            stream = wrapped(*args, **kwargs)
         except BaseException as exc:
             call.deactivate()
             call.fail(exc, [])
             raise
         call.deactivate()
-        driver = _drive(gen, call)
+        driver = drive(stream, call)
         # A stream created but never iterated still ends its span, as "abandoned", when it is collected.
         weakref.finalize(driver, call.finish_stream, [], "abandoned")
         return driver
@@ -524,26 +526,6 @@ def _drive(gen: Generator[Any, Any, Any], call: _Call) -> Generator[Any, Any, An
             raise
         except BaseException as exc:
             throw, send = exc, None
-
-
-def _asyncgen_wrapper(spec: _Spec) -> Callable[..., Any]:
-    def wrapper(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        call = _begin(spec, wrapped, instance, args, kwargs, stream=True)
-        if call is None:
-            return wrapped(*args, **kwargs)
-        call.activate()
-        try:
-            agen = wrapped(*args, **kwargs)
-        except BaseException as exc:
-            call.deactivate()
-            call.fail(exc, [])
-            raise
-        call.deactivate()
-        driver = _adrive(agen, call)
-        weakref.finalize(driver, call.finish_stream, [], "abandoned")
-        return driver
-
-    return wrapper
 
 
 async def _adrive(agen: AsyncGenerator[Any, Any], call: _Call) -> AsyncGenerator[Any, Any]:
@@ -608,11 +590,11 @@ def _wrap(
     enabled_fn = enabled if callable(enabled) else None
     spec = _Spec(raw, boundary_name, kind, attributes, config, enabled_fn, provider)
     if inspect.isasyncgenfunction(raw):
-        wrapper = _asyncgen_wrapper(spec)
+        wrapper = _stream_wrapper(spec, _adrive)
     elif inspect.iscoroutinefunction(raw):
         wrapper = _async_wrapper(spec)
     elif inspect.isgeneratorfunction(raw):
-        wrapper = _gen_wrapper(spec)
+        wrapper = _stream_wrapper(spec, _drive)
     else:
         wrapper = _sync_wrapper(spec)
     return wrapt.FunctionWrapper(func, wrapper)

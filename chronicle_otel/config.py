@@ -382,61 +382,38 @@ def configure(
                 reuse = previous.tracer_provider
             previous.shutdown(provider=reuse is None)
 
-    if not enabled:
-        config = ChronicleConfig(
-            enabled=False,
-            service_name=service_name,
-            session=session_attrs,
-            tracer_provider=tracer_provider,
-            exporter=None,
-            store=None,
-            max_attribute_length=max_len,
-            genai_attributes=capture.genai_attributes,
-            redact=redact,
-        )
-        if not local:
-            _DEFAULT.config = config
-        return config
-
-    if reuse is not None:
-        provider, owns, created = reuse, True, False
-    else:
-        provider, owns = _resolve_provider(tracer_provider, service_name, local)
-        created = owns
-    sdk_limit = _sdk_attribute_limit(provider)
-    if sdk_limit is not None:
-        max_len = min(max_len, sdk_limit)
-
+    provider: TracerProvider | None = tracer_provider
+    owns = created = False
     processors: list[SpanProcessor] = []
     exporter = None
     local_store = None
     buffer = None
-    if store_opts is not False:
-        opts = store_opts or StoreOptions()
-        local_store = LocalStore(opts.path, durable=opts.durable)
-        buffer = PayloadBuffer(opts.buffer_bytes)
-        exporter = ChronicleExporter(local_store, payload_buffer=buffer)
-        processor: SpanProcessor = (
-            SimpleSpanProcessor(exporter)
-            if opts.processor == "simple"
-            else BatchSpanProcessor(exporter, max_queue_size=opts.max_queue_size, max_export_batch_size=2048)
-        )
-        processors.append(processor)
-        provider.add_span_processor(processor)
-
-    if owns:
-        want_otlp = otlp if otlp is not None else _env_bool(env.CHRONICLE_OTLP)
-        if want_otlp is None:
-            want_otlp = bool(
-                os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+    if enabled:
+        if reuse is not None:
+            provider, owns = reuse, True
+        else:
+            provider, owns = _resolve_provider(tracer_provider, service_name, local)
+            created = owns
+        sdk_limit = _sdk_attribute_limit(provider)
+        if sdk_limit is not None:
+            max_len = min(max_len, sdk_limit)
+        if store_opts is not False:
+            opts = store_opts or StoreOptions()
+            local_store = LocalStore(opts.path, durable=opts.durable)
+            buffer = PayloadBuffer(opts.buffer_bytes)
+            exporter = ChronicleExporter(local_store, payload_buffer=buffer)
+            processors.append(
+                SimpleSpanProcessor(exporter)
+                if opts.processor == "simple"
+                else BatchSpanProcessor(exporter, max_queue_size=opts.max_queue_size, max_export_batch_size=2048)
             )
-        if want_otlp:
-            otlp_processor = BatchSpanProcessor(_otlp_exporter())
-            processors.append(otlp_processor)
-            provider.add_span_processor(otlp_processor)
+        if owns and _want_otlp(otlp):
+            processors.append(BatchSpanProcessor(_otlp_exporter()))
+        for processor in processors:
+            provider.add_span_processor(processor)
 
     config = ChronicleConfig(
-        enabled=True,
+        enabled=enabled,
         service_name=service_name,
         session=session_attrs,
         tracer_provider=provider,
@@ -451,13 +428,22 @@ def configure(
     )
     if not local:
         _DEFAULT.config = config
-        if created:
+        if created and provider is not None:
             trace_api.set_tracer_provider(provider)
         with _DEFAULT.lock:
             if not _DEFAULT.atexit_registered:
                 atexit.register(_shutdown_at_exit)
                 _DEFAULT.atexit_registered = True
     return config
+
+
+def _want_otlp(otlp: bool | None) -> bool:
+    want = otlp if otlp is not None else _env_bool(env.CHRONICLE_OTLP)
+    if want is None:
+        want = bool(
+            os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        )
+    return want
 
 
 def _resolve_provider(
