@@ -36,10 +36,13 @@ from .errors import (
     TraceNotFoundError,
 )
 from .export import ChronicleExporter
+from .load import load_trace
+from .replay import Boundary, ReplayedError, ReplayReport, ReplayRun, Trace, replay
 from .store import LocalStore, TraceSummary
 from .version import __version__
 
 __all__ = [
+    "Boundary",
     "BoundaryKind",
     "CaptureOptions",
     "ChronicleConfig",
@@ -52,8 +55,12 @@ __all__ = [
     "RedactionOptions",
     "ReplayDivergence",
     "ReplayError",
+    "ReplayReport",
+    "ReplayRun",
+    "ReplayedError",
     "StoreError",
     "StoreOptions",
+    "Trace",
     "TraceLoadError",
     "TraceNotFoundError",
     "TraceSummary",
@@ -63,7 +70,9 @@ __all__ = [
     "configure",
     "get_config",
     "instrument",
+    "load_trace",
     "register_type",
+    "replay",
     "session",
     "uninstrument",
 ]

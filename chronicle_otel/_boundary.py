@@ -57,6 +57,7 @@ from opentelemetry.trace import Status, StatusCode
 
 from . import semconv
 from ._internal import errors as _errors
+from ._internal import hooks
 from ._internal.errors import log_once
 from ._session import _SESSION_ATTRS, AttributeValue
 from .codec import CODEC_VERSION, encode
@@ -231,7 +232,19 @@ def _attribute_scalar(value: Any) -> AttributeValue | None:
 class _Spec:
     """Everything about a boundary that is known when decorating."""
 
-    __slots__ = ("binder", "config", "enabled", "genai", "genai_args", "kind", "name", "raw", "static")
+    __slots__ = (
+        "binder",
+        "config",
+        "enabled",
+        "genai",
+        "genai_args",
+        "kind",
+        "name",
+        "raw",
+        "runner",
+        "shape",
+        "static",
+    )
 
     def __init__(
         self,
@@ -246,6 +259,8 @@ class _Spec:
         self.name = name
         self.kind = kind
         self.raw = func
+        self.shape = _shape(func)
+        self.runner: Any = _RUNNERS[self.shape]
         self.binder = _Binder(func) if func is not None else None
         self.config = config
         self.enabled = enabled
@@ -253,6 +268,8 @@ class _Spec:
         static[semconv.BOUNDARY_NAME] = name
         static[semconv.BOUNDARY_KIND] = kind.value
         static[semconv.CODEC] = CODEC_VERSION
+        if func is not None:
+            static[semconv.CODE_FUNCTION] = f"{getattr(func, '__module__', '?')}.{getattr(func, '__qualname__', '?')}"
         self.genai = kind is BoundaryKind.LLM
         if self.genai:
             static[semconv.GEN_AI_OPERATION_NAME] = "chat"
@@ -261,6 +278,19 @@ class _Spec:
         self.static = static
         params = set(self.binder.sig.parameters) if self.binder is not None and self.binder.sig is not None else set()
         self.genai_args = {p: k for p, k in _GENAI_ARGS.items() if p in params} if self.genai else {}
+
+
+def _shape(func: Any) -> str:
+    """``sync``, ``async``, ``gen`` or ``agen``: how the function returns, decided once."""
+    if func is None:
+        return "sync"
+    if inspect.isasyncgenfunction(func):
+        return "agen"
+    if inspect.iscoroutinefunction(func):
+        return "async"
+    if inspect.isgeneratorfunction(func):
+        return "gen"
+    return "sync"
 
 
 def _payload(
@@ -388,7 +418,13 @@ class _Call:
 
 
 def _begin(
-    spec: _Spec, wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any], stream: bool = False
+    spec: _Spec,
+    wrapped: Any,
+    instance: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    extra: Any = None,
+    stream: bool = False,
 ) -> _Call | None:
     """Start the span of one call; None when recording is off, suppressed or failed."""
     config = spec.config or get_config()
@@ -415,7 +451,11 @@ def _begin(
         ctx_session = _SESSION_ATTRS.get()
         if ctx_session:
             attrs.update(ctx_session)
-        span = config.tracer.start_span(spec.name, context=parent_ctx, attributes=attrs)
+        links = None
+        if extra is not None:  # replay: its own attributes and a link to the original span
+            attrs.update(extra.attributes)
+            links = extra.links
+        span = config.tracer.start_span(spec.name, context=parent_ctx, attributes=attrs, links=links)
         ctx = context_api.set_value(_FRAME_KEY, _Frame(), trace_api.set_span_in_context(span, parent_ctx))
         call = _Call(spec, config, span, ctx)
         if call.recording and spec.binder is not None:
@@ -437,49 +477,54 @@ def _begin(
 # ------------------------------------------------------------------------------------ wrappers
 
 
-def _sync_wrapper(spec: _Spec) -> Callable[..., Any]:
-    def wrapper(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        call = _begin(spec, wrapped, instance, args, kwargs)
-        if call is None:
-            return wrapped(*args, **kwargs)
-        call.activate()
-        try:
-            result = wrapped(*args, **kwargs)
-        except BaseException as exc:
-            call.deactivate()
-            call.fail(exc)
-            raise
+def _run_sync(
+    spec: _Spec, wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any], extra: Any
+) -> Any:
+    call = _begin(spec, wrapped, instance, args, kwargs, extra)
+    if call is None:
+        return wrapped(*args, **kwargs)
+    call.activate()
+    try:
+        result = wrapped(*args, **kwargs)
+    except BaseException as exc:
         call.deactivate()
-        call.succeed(result)
-        return result
+        call.fail(exc)
+        raise
+    call.deactivate()
+    call.succeed(result)
+    return result
 
-    return wrapper
 
-
-def _async_wrapper(spec: _Spec) -> Callable[..., Any]:
-    async def wrapper(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        call = _begin(spec, wrapped, instance, args, kwargs)
-        if call is None:
-            return await wrapped(*args, **kwargs)
-        call.activate()
-        try:
-            result = await wrapped(*args, **kwargs)
-        except BaseException as exc:
-            call.deactivate()
-            call.fail(exc)
-            raise
+async def _run_async(
+    spec: _Spec, wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any], extra: Any
+) -> Any:
+    call = _begin(spec, wrapped, instance, args, kwargs, extra)
+    if call is None:
+        return await wrapped(*args, **kwargs)
+    call.activate()
+    try:
+        result = await wrapped(*args, **kwargs)
+    except BaseException as exc:
         call.deactivate()
-        call.succeed(result)
-        return result
+        call.fail(exc)
+        raise
+    call.deactivate()
+    call.succeed(result)
+    return result
 
-    return wrapper
 
+def _stream_runner(drive: Callable[[Any, _Call], Any]) -> Callable[..., Any]:
+    """Runner of a generator or async-generator function: the span covers the whole iteration."""
 
-def _stream_wrapper(spec: _Spec, drive: Callable[[Any, _Call], Any]) -> Callable[..., Any]:
-    """Wrapper of a generator or async-generator function: the span covers the whole iteration."""
-
-    def wrapper(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        call = _begin(spec, wrapped, instance, args, kwargs, stream=True)
+    def run(
+        spec: _Spec,
+        wrapped: Callable[..., Any],
+        instance: Any,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        extra: Any,
+    ) -> Any:
+        call = _begin(spec, wrapped, instance, args, kwargs, extra, stream=True)
         if call is None:
             return wrapped(*args, **kwargs)
         call.activate()
@@ -494,6 +539,18 @@ def _stream_wrapper(spec: _Spec, drive: Callable[[Any, _Call], Any]) -> Callable
         # A stream created but never iterated still ends its span, as "abandoned", when it is collected.
         weakref.finalize(driver, call.finish_stream, [], "abandoned")
         return driver
+
+    return run
+
+
+def _wrapper(spec: _Spec) -> Callable[..., Any]:
+    runner = spec.runner
+
+    def wrapper(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        replay = hooks.REPLAY.get()
+        if replay is not None:
+            return replay.call(spec, wrapped, instance, args, kwargs)
+        return runner(spec, wrapped, instance, args, kwargs, None)
 
     return wrapper
 
@@ -557,6 +614,14 @@ async def _adrive(agen: AsyncGenerator[Any, Any], call: _Call) -> AsyncGenerator
             throw, send = exc, None
 
 
+_RUNNERS: dict[str, Any] = {
+    "sync": _run_sync,
+    "async": _run_async,
+    "gen": _stream_runner(_drive),
+    "agen": _stream_runner(_adrive),
+}
+
+
 def _raw_function(target: Any) -> Any:
     if isinstance(target, (staticmethod, classmethod)):
         return target.__func__
@@ -589,15 +654,9 @@ def _wrap(
     boundary_name = name or f"{getattr(raw, '__module__', '?')}.{getattr(raw, '__qualname__', repr(raw))}"
     enabled_fn = enabled if callable(enabled) else None
     spec = _Spec(raw, boundary_name, kind, attributes, config, enabled_fn, provider)
-    if inspect.isasyncgenfunction(raw):
-        wrapper = _stream_wrapper(spec, _adrive)
-    elif inspect.iscoroutinefunction(raw):
-        wrapper = _async_wrapper(spec)
-    elif inspect.isgeneratorfunction(raw):
-        wrapper = _stream_wrapper(spec, _drive)
-    else:
-        wrapper = _sync_wrapper(spec)
-    return wrapt.FunctionWrapper(func, wrapper)
+    wrapped = wrapt.FunctionWrapper(func, _wrapper(spec))
+    hooks.register(boundary_name, wrapped)
+    return wrapped
 
 
 class BoundaryDecorator(Protocol):
@@ -721,15 +780,17 @@ class call:
         self._input = dict(input or {})
         self._call: _Call | None = None
         self._output: Any = None
-        self._has_output = False
+        self._replay: Any = None
 
     def set_output(self, value: _T) -> _T:
         """Record ``value`` as the block's output, and return it."""
         self._output = value
-        self._has_output = True
         return value
 
     def __enter__(self) -> call:
+        replay = hooks.REPLAY.get()
+        if replay is not None:
+            self._replay = (replay, *replay.enter_block(self._spec, self._input))
         c = _begin(self._spec, None, None, (), {})
         if c is not None:
             if c.recording:
@@ -747,6 +808,10 @@ class call:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         c, self._call = self._call, None
+        if self._replay is not None:
+            replay, token, recording = self._replay
+            self._replay = None
+            replay.exit_block(token, recording, self._output, exc)
         if c is None:
             return
         c.deactivate()

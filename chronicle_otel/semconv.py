@@ -12,6 +12,7 @@ __all__ = [
     "BOUNDARY_KIND",
     "BOUNDARY_NAME",
     "CALL_INDEX",
+    "CODE_FUNCTION",
     "CODEC",
     "ERROR",
     "ERROR_HASH",
@@ -33,6 +34,7 @@ __all__ = [
     "OUTPUT",
     "OUTPUT_HASH",
     "OUTPUT_TRUNCATED",
+    "REPLAY_MODE",
     "REPLAY_OF",
     "SESSION_PREFIX",
     "STREAM",
@@ -77,6 +79,12 @@ SESSION_PREFIX: Final = "chronicle.session."
 """Prefix of session variables: ``chronicle.session.build_id``, ``chronicle.session.user_id``…"""
 REPLAY_OF: Final = "chronicle.replay.of"
 """On spans emitted during a replay: the id of the original trace."""
+REPLAY_MODE: Final = "chronicle.replay.mode"
+"""On spans emitted during a replay: ``stub`` (answered from the recording) or ``live``."""
+
+# OpenTelemetry code attributes.
+CODE_FUNCTION: Final = "code.function.name"
+"""Fully qualified name (``module.qualname``) of the decorated function; absent for ``call(...)`` blocks."""
 
 # OpenTelemetry GenAI semantic conventions, written on LLM boundaries when known.
 GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"

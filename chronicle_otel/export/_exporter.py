@@ -16,8 +16,8 @@ from .. import semconv
 from .._internal import errors as _errors
 from .._internal.buffer import PayloadBuffer
 from .._internal.errors import log_once, warn_once
+from .._internal.otlp_json import export_request
 from ..store._local import LocalStore, TraceRecord
-from ._otlp_json import export_request
 
 
 class ChronicleExporter(SpanExporter):

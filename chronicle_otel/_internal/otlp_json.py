@@ -12,6 +12,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+import orjson
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
@@ -200,3 +201,54 @@ def export_request(spans: Iterable[ReadableSpan]) -> dict[str, Any]:
             entry["schemaUrl"] = res.schema_url
         resource_spans.append(entry)
     return {"resourceSpans": resource_spans}
+
+
+_KIND_NUMBERS = {1, 2, 3, 4, 5}
+_STATUS_NUMBERS = {"UNSET": 0, "OK": 1, "ERROR": 2}
+
+
+def spans_to_request(spans: Iterable[Any]) -> dict[str, Any]:
+    """Encode loaded span records (``chronicle_otel.replay.SpanRecord``) as one ``ExportTraceServiceRequest``."""
+    by_resource: dict[bytes, tuple[Mapping[str, Any], dict[str, list[dict[str, Any]]]]] = {}
+    for span in spans:
+        res_key = orjson.dumps(dict(span.resource), option=orjson.OPT_SORT_KEYS, default=str)
+        _, scopes = by_resource.setdefault(res_key, (span.resource, {}))
+        out: dict[str, Any] = {"traceId": span.trace_id, "spanId": span.span_id}
+        if span.parent_span_id:
+            out["parentSpanId"] = span.parent_span_id
+        out["flags"] = _FLAG_HAS_IS_REMOTE
+        out["name"] = span.name
+        out["kind"] = span.kind if span.kind in _KIND_NUMBERS else 0
+        out["startTimeUnixNano"] = str(span.start_ns)
+        out["endTimeUnixNano"] = str(span.end_ns)
+        _with_attributes(out, span.attributes)
+        if span.events:
+            out["events"] = [
+                _with_attributes(
+                    {"timeUnixNano": str(e.get("time_ns", 0)), "name": e.get("name", "")}, e.get("attributes")
+                )
+                for e in span.events
+            ]
+        if span.links:
+            out["links"] = [
+                _with_attributes({"traceId": link["trace_id"], "spanId": link["span_id"]}, link.get("attributes"))
+                for link in span.links
+            ]
+        status: dict[str, Any] = {}
+        if span.status_message:
+            status["message"] = span.status_message
+        if _STATUS_NUMBERS.get(span.status):
+            status["code"] = _STATUS_NUMBERS[span.status]
+        out["status"] = status
+        scopes.setdefault(span.scope, []).append(out)
+    return {
+        "resourceSpans": [
+            {
+                "resource": _with_attributes({}, resource),
+                "scopeSpans": [
+                    {"scope": {"name": name} if name else {}, "spans": items} for name, items in scopes.items()
+                ],
+            }
+            for resource, scopes in by_resource.values()
+        ]
+    }
