@@ -1,17 +1,28 @@
 """A small stock-trading agent whose every boundary is recorded by chronicle_otel.
 
-The model is a **simulated LLM** (``SimulatedLLM``): seeded randomness and a temperature stand in
-for a hosted model's non-determinism, with no network and no weights. Like the real incident it is
-modelled on, it sometimes reads "sell $1,000 of MSFT" as "sell 1,000 shares of MSFT".
+The model is a **simulated LLM** (:class:`SimulatedLLM`): seeded randomness and a temperature stand in for a
+hosted model's non-determinism, with no network and no weights. Like the incident it is modelled on, it
+sometimes reads "sell $1,000 of MSFT" as "sell 1,000 shares of MSFT".
 
-Boundaries: ``run_agent`` (agent) → ``plan`` (llm) → ``get_quote`` (tool) → ``check_order``
-(guardrail) → ``place_order`` (tool, async) → ``finalize`` (llm).
+Boundaries::
+
+    run_agent (agent)
+    ├── plan (llm)                 request -> Order
+    ├── get_quote (tool)           symbol -> Quote
+    ├── place_order (tool, async)  Order, Quote -> Receipt
+    │   └── check_order (guardrail)
+    └── finalize (llm)             Receipt -> message
+
+The guardrail as shipped (``v1``) only checks that the quantity is positive. The fix (``v2``) also refuses
+orders above a notional limit. ``STOCK_AGENT_GUARDRAIL=v1|v2`` picks one (default ``v2``), so the demo can
+show a regression test failing before the fix and passing after it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
 import random
 import re
 from decimal import ROUND_DOWN, Decimal
@@ -20,6 +31,7 @@ from enum import Enum
 import chronicle_otel as chronicle
 
 PRICES = {"MSFT": Decimal("190.42"), "AAPL": Decimal("231.10"), "NVDA": Decimal("142.87")}
+NOTIONAL_LIMIT = Decimal("10000")
 
 
 class Side(str, Enum):
@@ -43,19 +55,20 @@ class Quote:
 @dataclasses.dataclass(frozen=True)
 class Receipt:
     order: Order
-    price: Decimal
+    status: str  # "filled" or "blocked"
     value: Decimal
+    reason: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
 class Result:
     status: str  # "filled" or "blocked"
     message: str
-    receipt: Receipt | None = None
+    receipt: Receipt
 
 
 class SimulatedLLM:
-    """A SIMULATED language model: seeded sampling, no network. Counts its calls."""
+    """A SIMULATED language model: seeded sampling, no network. Counts every call it answers."""
 
     calls = 0
 
@@ -64,64 +77,67 @@ class SimulatedLLM:
 
     def complete_plan(self, request: str, temperature: float) -> dict[str, object]:
         SimulatedLLM.calls += 1
-        m = re.search(r"(buy|sell)\s+\$?([\d,]+)\s+(?:of\s+)?([A-Z]+)", request, re.IGNORECASE)
+        m = re.search(r"(buy|sell)\s+(\$?)([\d,]+)\s+(?:shares\s+)?(?:of\s+)?([A-Z]+)", request, re.IGNORECASE)
         if not m:
             raise ValueError(f"cannot plan {request!r}")
-        side, amount, symbol = m.group(1).lower(), int(m.group(2).replace(",", "")), m.group(3)
-        dollars = "$" in request
-        # The failure mode: at higher temperature the model sometimes drops the "$" and reads an amount as shares.
+        side, dollars, amount, symbol = m.group(1).lower(), m.group(2) == "$", int(m.group(3).replace(",", "")), m.group(4)
+        # The failure mode: now and then the model drops the "$" and reads an amount of money as shares.
         misread = dollars and self.rng.random() < 0.05 + 0.25 * temperature
         if dollars and not misread:
-            qty = int((Decimal(amount) / PRICES[symbol]).to_integral_value(ROUND_DOWN))
-            return {"symbol": symbol, "side": side, "quantity": qty, "reasoning": f"${amount} / price"}
-        return {"symbol": symbol, "side": side, "quantity": amount, "reasoning": f"{amount} shares"}
+            quantity = int((Decimal(amount) / PRICES[symbol]).to_integral_value(ROUND_DOWN))
+        else:
+            quantity = amount
+        return {"symbol": symbol, "side": side, "quantity": quantity}
 
     def complete_summary(self, receipt: Receipt) -> str:
         SimulatedLLM.calls += 1
-        verbs = ["Done:", "Completed:", "Executed:"]
         o = receipt.order
-        return (
-            f"{self.rng.choice(verbs)} {o.side.value} {o.quantity} {o.symbol} at ${receipt.price} (${receipt.value})."
-        )
+        if receipt.status == "blocked":
+            return f"I did not place the order to {o.side.value} {o.quantity} {o.symbol}: {receipt.reason}."
+        verb = self.rng.choice(["Done:", "Completed:", "Executed:"])
+        return f"{verb} {o.side.value} {o.quantity} {o.symbol} for ${receipt.value}."
 
 
-class StockAgent:
-    def __init__(self, seed: int, *, temperature: float = 0.7, model: str = "sim-llm-1") -> None:
-        self.llm = SimulatedLLM(seed)
-        self.temperature = temperature
-        self.model = model
+@chronicle.boundary(kind="llm", name="plan", provider="simulated")
+def plan(request: str, *, model: str, temperature: float, seed: int) -> Order:
+    data = SimulatedLLM(seed).complete_plan(request, temperature)
+    return Order(str(data["symbol"]), Side(data["side"]), int(str(data["quantity"])))
 
-    @chronicle.boundary(kind="llm", name="plan", provider="simulated")
-    def plan(self, request: str, *, model: str, temperature: float) -> Order:
-        data = self.llm.complete_plan(request, temperature)
-        return Order(str(data["symbol"]), Side(data["side"]), int(data["quantity"]))  # type: ignore[call-overload]
 
-    @chronicle.boundary(kind="tool", name="get_quote")
-    def get_quote(self, symbol: str) -> Quote:
-        return Quote(symbol, PRICES[symbol])
+@chronicle.boundary(kind="tool", name="get_quote")
+def get_quote(symbol: str) -> Quote:
+    return Quote(symbol, PRICES[symbol])
 
-    @chronicle.boundary(kind="guardrail", name="check_order")
-    def check_order(self, request: str, order: Order, quote: Quote) -> str | None:
-        """The guardrail as shipped: it only checks that the quantity is positive."""
-        if order.quantity <= 0:
-            return "quantity must be positive"
-        return None
 
-    @chronicle.boundary(kind="tool", name="place_order")
-    async def place_order(self, order: Order, quote: Quote) -> Receipt:
-        await asyncio.sleep(0)
-        return Receipt(order, quote.price, quote.price * order.quantity)
+@chronicle.boundary(kind="guardrail", name="check_order")
+def check_order(order: Order, quote: Quote) -> str | None:
+    """Return why the order must not be placed, or None."""
+    if order.quantity <= 0:
+        return "the quantity must be positive"
+    if os.environ.get("STOCK_AGENT_GUARDRAIL", "v2") == "v2":
+        notional = order.quantity * quote.price
+        if notional > NOTIONAL_LIMIT:
+            return f"${notional:,.2f} is above the ${NOTIONAL_LIMIT:,.0f} limit for one order"
+    return None
 
-    @chronicle.boundary(kind="llm", name="finalize", provider="simulated")
-    def finalize(self, receipt: Receipt, *, model: str) -> str:
-        return self.llm.complete_summary(receipt)
 
-    @chronicle.boundary(kind="agent", name="run_agent")
-    def run(self, request: str) -> Result:
-        order = self.plan(request, model=self.model, temperature=self.temperature)
-        quote = self.get_quote(order.symbol)
-        problem = self.check_order(request, order, quote)
-        if problem:
-            return Result("blocked", problem)
-        receipt = asyncio.run(self.place_order(order, quote))
-        return Result("filled", self.finalize(receipt, model=self.model), receipt)
+@chronicle.boundary(kind="tool", name="place_order")
+async def place_order(order: Order, quote: Quote) -> Receipt:
+    problem = check_order(order, quote)
+    if problem:
+        return Receipt(order, "blocked", Decimal(0), problem)
+    await asyncio.sleep(0)  # the broker call
+    return Receipt(order, "filled", order.quantity * quote.price)
+
+
+@chronicle.boundary(kind="llm", name="finalize", provider="simulated")
+def finalize(receipt: Receipt, *, model: str, seed: int) -> str:
+    return SimulatedLLM(seed + 1).complete_summary(receipt)
+
+
+@chronicle.boundary(kind="agent", name="run_agent")
+def run_agent(request: str, *, seed: int = 0, temperature: float = 0.7, model: str = "sim-llm-1") -> Result:
+    order = plan(request, model=model, temperature=temperature, seed=seed)
+    quote = get_quote(order.symbol)
+    receipt = asyncio.run(place_order(order, quote))
+    return Result(receipt.status, finalize(receipt, model=model, seed=seed), receipt)
