@@ -80,7 +80,12 @@ class SimulatedLLM:
         m = re.search(r"(buy|sell)\s+(\$?)([\d,]+)\s+(?:shares\s+)?(?:of\s+)?([A-Z]+)", request, re.IGNORECASE)
         if not m:
             raise ValueError(f"cannot plan {request!r}")
-        side, dollars, amount, symbol = m.group(1).lower(), m.group(2) == "$", int(m.group(3).replace(",", "")), m.group(4)
+        side, dollars, amount, symbol = (
+            m.group(1).lower(),
+            m.group(2) == "$",
+            int(m.group(3).replace(",", "")),
+            m.group(4),
+        )
         # The failure mode: now and then the model drops the "$" and reads an amount of money as shares.
         misread = dollars and self.rng.random() < 0.05 + 0.25 * temperature
         if dollars and not misread:

@@ -1,80 +1,97 @@
-"""Record several runs of the stock agent in the embedded store, then find and show the bad one.
+"""The whole story on the embedded store, no server needed (``make demo``).
 
-Run with ``make demo`` (or ``python -m examples.stock_agent.demo``). No server is needed: spans and
-payloads go to ``./.chronicle/`` (or ``$CHRONICLE_HOME``). The model is SIMULATED.
+1. Record several runs of "Sell $1,000 of MSFT" with the guardrail as shipped (v1). The model is SIMULATED.
+2. Find the run that sold 1,000 shares, and show it as recorded.
+3. Generate its regression test with ``chronicle gen-test``.
+4. Run that test against the old guardrail (it fails) and the fixed one (it passes), with zero model calls.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-from decimal import Decimal
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import chronicle_otel as chronicle
-from chronicle_otel import semconv
-from examples.stock_agent.agent import SimulatedLLM, StockAgent
+from chronicle_otel.cli import main as chronicle_cli
+from examples.stock_agent import agent
 
 REQUEST = "Sell $1,000 of MSFT"
+REPO = Path(__file__).resolve().parents[2]
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=6)
     parser.add_argument("--store", default=None, help="store directory (default: $CHRONICLE_HOME or ./.chronicle)")
+    parser.add_argument("--out", default="demo-output/regressions", help="where the generated test goes")
     args = parser.parse_args(argv)
 
     config = chronicle.configure(
         service_name="stock-agent",
         session={"build_id": "2026.11.29+g3e1a7c4", "model_version": "sim-llm-1"},
-        store=chronicle.StoreOptions(path=args.store),
+        store=chronicle.StoreOptions(path=args.store, processor="simple"),
         otlp=False,
     )
-    assert config.store is not None
-    print(f"Recording {args.runs} runs of {REQUEST!r} with a SIMULATED LLM (seeded, temperature 0.7)")
-    print(f"store: {config.store.path.resolve()}\n")
-    outcomes = []
+    store = config.store
+    assert store is not None
+    os.environ["STOCK_AGENT_GUARDRAIL"] = "v1"  # the guardrail as it was in production
+
+    print(f"1. Recording {args.runs} runs of {REQUEST!r} (SIMULATED LLM, seeded, temperature 0.7, guardrail v1)")
+    print(f"   store: {store.path.resolve()}")
+    bad_trace = None
     for seed in range(args.runs):
-        with chronicle.session(user_id=f"u-{seed}", prompt_version="v12", seed=seed):
-            result = StockAgent(seed).run(REQUEST)
-        value = result.receipt.value if result.receipt else Decimal(0)
-        outcomes.append(value)
-        flag = f"  <-- sold ~${value:,.0f}, not $1,000" if value > 10_000 else ""
-        print(f"  run {seed}: {result.status:7s} {result.message}{flag}")
-    config.force_flush()
-    print(f"\nsimulated model calls: {SimulatedLLM.calls}")
+        with chronicle.session(user_id=f"u-{seed}", prompt_version="v12"):
+            result = agent.run_agent(REQUEST, seed=seed)
+        flag = ""
+        if result.receipt.order.quantity > 100:
+            flag = f"   <-- sold ${result.receipt.value:,.0f}, not $1,000"
+            bad_trace = bad_trace or store.list_traces(limit=1)[0].trace_id
+        print(f"   run {seed}: {result.status:7s} {result.message}{flag}")
+    if bad_trace is None:
+        print("   no run misread the amount this time; try --runs 12")
+        return 1
 
-    traces = config.store.list_traces(limit=args.runs)
-    print(f"\n{'trace id':32s}  {'root boundary':13s} {'spans':>5s} {'ms':>7s}  status")
-    for t in traces:
-        ms = (t.duration_ns or 0) / 1e6
-        print(f"{t.trace_id}  {t.root_boundary or '-':13s} {t.span_count:5d} {ms:7.2f}  {t.status}")
+    print(f"\n2. The bad run, {bad_trace}, as recorded:\n")
+    chronicle_cli(["show", bad_trace, "--store", str(store.path)])
 
-    bad = None
-    for t in traces:
-        for span in config.store.read_spans(t.trace_id):
-            attrs = {kv["key"]: kv["value"] for kv in span.get("attributes", [])}
-            if attrs.get(semconv.BOUNDARY_NAME, {}).get("stringValue") == "place_order":
-                order = json.loads(attrs[semconv.INPUT]["stringValue"])["order"]["data"]
-                if order["quantity"] > 100:
-                    bad = t
-    if bad is None:
-        print("\nno run sold more than 100 shares this time; try --runs 12")
-        return 0
-    print(f"\nThe bad run is {bad.trace_id}. Its boundaries, as recorded:")
-    spans = sorted(config.store.read_spans(bad.trace_id), key=lambda s: int(s["startTimeUnixNano"]))
-    for span in spans:
-        attrs = {kv["key"]: next(iter(kv["value"].values())) for kv in span.get("attributes", [])}
-        print(f"  {attrs[semconv.BOUNDARY_KIND]:9s} {attrs[semconv.BOUNDARY_NAME]}[{attrs[semconv.CALL_INDEX]}]")
-        print(f"      in : {_short(attrs.get(semconv.INPUT))}")
-        print(f"      out: {_short(attrs.get(semconv.OUTPUT))}")
-    build, user = attrs[semconv.SESSION_PREFIX + "build_id"], attrs[semconv.SESSION_PREFIX + "user_id"]
-    print(f"\nsession: build_id={build} user_id={user}")
-    return 0
+    out = Path(args.out)
+    print(f"\n3. chronicle gen-test {bad_trace[:8]}… --expect \"result.status == 'blocked'\"")
+    chronicle_cli(
+        ["gen-test", bad_trace, "--store", str(store.path), "--out", str(out), "--expect", "result.status == 'blocked'"]
+    )
 
+    print("\n4. The regression test against each guardrail:")
+    outcomes = {}
+    for version in ("v1", "v2"):
+        env = {**os.environ, "STOCK_AGENT_GUARDRAIL": version}
+        proc = subprocess.run(
+            [sys.executable, "-m", "pytest", str(out), "-q", "-p", "no:cacheprovider", f"--rootdir={REPO}"],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        outcomes[version] = proc.returncode
+        summary = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else proc.stderr.strip()[-200:]
+        label = "old guardrail (v1)" if version == "v1" else "fixed guardrail (v2)"
+        print(f"   {label:22s} -> {'FAILS' if proc.returncode else 'passes'}   ({summary})")
 
-def _short(text: object, width: int = 110) -> str:
-    s = str(text)
-    return s if len(s) <= width else s[: width - 1] + "…"
+    trace = chronicle.load_trace(store, bad_trace)
+    before = agent.SimulatedLLM.calls
+    os.environ["STOCK_AGENT_GUARDRAIL"] = "v2"
+    with chronicle.replay(trace, stub={"kind:llm"}, emit_spans=False) as run:
+        fixed = run.rerun()
+    print(
+        f"\n   Replayed in-process with the fix: {fixed.status}; simulated model calls during replay: "
+        f"{agent.SimulatedLLM.calls - before}"
+    )
+    print("   " + str(run.report).replace("\n", "\n   "))
+    ok = outcomes == {"v1": 1, "v2": 0} and fixed.status == "blocked"
+    print("\nThe production failure is now a regression test." if ok else "\nUNEXPECTED: the story did not hold.")
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -1,0 +1,17 @@
+"""The ``chronicle`` command: list and show recorded traces, and turn one into a regression test.
+
+Usage::
+
+    chronicle list [--store DIR] [--failed] [-n 20]
+    chronicle show TRACE_ID [--store DIR | --file trace.jsonl]
+    chronicle gen-test TRACE_ID [--store DIR | --file F] [--out tests/regressions] [--stub kind:llm] [--live NAME]
+                                [--expect "result.status == 'blocked'"] [--name SLUG]
+
+``TRACE_ID`` is 32 hex digits, or ``latest`` / ``latest-failed`` for the store.
+"""
+
+from __future__ import annotations
+
+from ._commands import main
+
+__all__ = ["main"]

@@ -1,0 +1,169 @@
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import re
+import sys
+from pathlib import Path
+from typing import TextIO
+
+from ..errors import ChronicleError
+from ..load import load_trace
+from ..replay import Boundary, Trace
+from ..store import LocalStore, default_store_path
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="chronicle", description="Inspect recorded agent runs and replay them.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("list", help="list recorded traces, newest first")
+    p.add_argument("--store", help="store directory (default $CHRONICLE_HOME or ./.chronicle)")
+    p.add_argument("--failed", action="store_true", help="only traces whose root failed")
+    p.add_argument("-n", "--limit", type=int, default=20)
+
+    for name, help_text in (("show", "show a trace's boundaries"), ("gen-test", "write a regression test")):
+        p = sub.add_parser(name, help=help_text)
+        p.add_argument("trace_id", help="32 hex digits, or latest / latest-failed")
+        p.add_argument("--store", help="store directory (default $CHRONICLE_HOME or ./.chronicle)")
+        p.add_argument("--file", help="read the trace from this OTLP/JSON file instead of the store")
+        if name == "gen-test":
+            p.add_argument("--out", default="tests/regressions", help="directory of the test (default %(default)s)")
+            p.add_argument("--name", help="test name (default: root boundary and trace id)")
+            p.add_argument("--stub", action="append", help="stub selector (repeatable; default kind:llm)")
+            p.add_argument("--live", action="append", default=[], help="live selector (repeatable)")
+            p.add_argument("--expect", action="append", default=[], help="an assertion on `result` (repeatable)")
+    return parser
+
+
+def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
+    """Run the ``chronicle`` command; returns the exit status."""
+    out = out or sys.stdout
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "list":
+            return _list(args, out)
+        trace = _load(args)
+        if args.command == "show":
+            return _show(trace, out)
+        return _gen_test(trace, args, out)
+    except ChronicleError as err:
+        print(f"chronicle: {err}", file=sys.stderr)
+        return 2
+
+
+def _store(args: argparse.Namespace) -> LocalStore:
+    return LocalStore(args.store) if args.store else LocalStore(default_store_path())
+
+
+def _load(args: argparse.Namespace) -> Trace:
+    if args.file:
+        store = _store(args)
+        tid = None if args.trace_id in ("latest", "latest-failed", "-") else args.trace_id
+        return load_trace(args.file, tid, store=store if (store.path / "chronicle-store.json").exists() else None)
+    return load_trace(_store(args), args.trace_id)
+
+
+def _list(args: argparse.Namespace, out: TextIO) -> int:
+    traces = _store(args).list_traces(limit=args.limit, failed=True if args.failed else None)
+    print(f"{'trace id':32s}  {'started (UTC)':19s}  {'root boundary':20s} {'spans':>5s} {'ms':>9s}  status", file=out)
+    for t in traces:
+        started = (
+            dt.datetime.fromtimestamp(t.start_ns / 1e9, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+            if t.start_ns
+            else "-"
+        )
+        ms = f"{t.duration_ns / 1e6:9.2f}" if t.duration_ns is not None else f"{'-':>9s}"
+        print(
+            f"{t.trace_id}  {started:19s}  {(t.root_boundary or '-')[:20]:20s} {t.span_count:5d} {ms}  {t.status}",
+            file=out,
+        )
+    return 0
+
+
+def _short(text: str | None, width: int = 100) -> str:
+    if text is None:
+        return "-"
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _show(trace: Trace, out: TextIO) -> int:
+    print(f"trace {trace.trace_id}  ({len(trace.boundaries)} boundaries, {len(trace.spans)} spans)", file=out)
+    for b in trace.boundaries:
+        indent = "  " * (len(b.call_key) - 1)
+        ms = (b.end_ns - b.start_ns) / 1e6
+        print(f"{indent}{b.kind:9s} {b.name}[{b.call_index}]  {ms:.2f} ms  {b.status}", file=out)
+        print(f"{indent}    in : {_short(b.raw_input.text if b.raw_input else None)}", file=out)
+        if b.raw_error is not None:
+            print(f"{indent}    err: {_short(b.raw_error.text)}", file=out)
+        else:
+            print(f"{indent}    out: {_short(b.raw_output.text if b.raw_output else None)}", file=out)
+    if trace.root is not None and trace.root.session:
+        print("session: " + ", ".join(f"{k}={v}" for k, v in sorted(trace.root.session.items())), file=out)
+    for warning in trace.warnings:
+        print(f"warning: {warning}", file=out)
+    return 0
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^0-9a-zA-Z_]+", "_", text).strip("_").lower() or "trace"
+
+
+def _import_line(root: Boundary) -> str:
+    """The import that defines the root boundary, from its recorded ``module.qualname`` (never executed here)."""
+    module = _module_of(root.function) if root.function else None
+    if not module or module == "__main__":
+        return f"# import the module that defines the boundary {root.name!r} here, so replay can find it\n"
+    return f"import {module}  # noqa: F401 - defines the boundaries replayed here\n"
+
+
+def _module_of(function: str) -> str | None:
+    """``pkg.mod`` of ``pkg.mod.Class.method``: the longest dotted prefix of identifiers that is importable as is."""
+    parts = function.split(".")
+    names = []
+    for part in parts[:-1]:
+        if not part.isidentifier():
+            break
+        names.append(part)
+    # Without importing, the module/class boundary is unknown: drop trailing capitalised names (classes).
+    while len(names) > 1 and names[-1][:1].isupper():
+        names.pop()
+    return ".".join(names) or None
+
+
+def _gen_test(trace: Trace, args: argparse.Namespace, out: TextIO) -> int:
+    root = trace.root
+    if root is None:
+        raise ChronicleError(f"trace {trace.trace_id} has no boundary to replay")
+    slug = _slug(args.name or f"{root.name}_{trace.trace_id[:8]}")
+    directory = Path(args.out)
+    trace_file = directory / "traces" / f"{slug}.jsonl"
+    test_file = directory / f"test_{slug}.py"
+    trace.save(trace_file)
+    stub = args.stub or ["kind:llm"]
+    options = ["stub={" + ", ".join(json.dumps(s) for s in dict.fromkeys(stub)) + "}"]
+    if args.live:
+        options.append("live={" + ", ".join(json.dumps(s) for s in dict.fromkeys(args.live)) + "}")
+    started = dt.datetime.fromtimestamp(root.start_ns / 1e9, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    expectations = "".join(f"    assert {expr}\n" for expr in args.expect) or (
+        "    # The replay must reproduce the recording: no divergence (checked after the test).\n"
+        "    # Add assertions on `result` for the behaviour you expect now.\n"
+    )
+    source = (
+        f'"""Regression test for trace {trace.trace_id} ({root.name}, recorded {started}).\n\n'
+        f"Generated by `chronicle gen-test`. The trace file next to it is self-contained (payloads inlined).\n"
+        f'"""\n\n'
+        f"from pathlib import Path\n\n"
+        f"import pytest\n\n"
+        f"{_import_line(root)}\n"
+        f'TRACE = Path(__file__).parent / "traces" / {json.dumps(trace_file.name)}\n\n\n'
+        f"@pytest.mark.chronicle_replay(TRACE, {', '.join(options)})\n"
+        f"def test_{slug}(chronicle_replay):\n"
+        f"    result = chronicle_replay.rerun()  # an async root runs in its own event loop\n"
+        f"{expectations}"
+    )
+    test_file.parent.mkdir(parents=True, exist_ok=True)
+    test_file.write_text(source, encoding="utf-8")
+    print(json.dumps({"test": str(test_file), "trace": str(trace_file)}), file=out)
+    return 0

@@ -1,0 +1,121 @@
+"""pytest plugin: turn a recorded trace into a regression test.
+
+Usage::
+
+    @pytest.mark.chronicle_replay("tests/traces/incident-42.jsonl", stub={"kind:llm"})
+    def test_guardrail_blocks_share_count_confusion(chronicle_replay):
+        result = chronicle_replay.rerun()
+        assert result.status == "blocked"
+
+The marker takes the trace source (an OTLP/JSON file or a store directory) and the keyword arguments of
+:func:`chronicle_otel.replay` (``stub``, ``live``, ``default``, ``on_input_mismatch``, ``on_missing``,
+``strict``, ``allow``, ``emit_spans``), plus ``trace_id`` and ``check_report`` (default True: the test fails
+when the replay report has divergences). The ``chronicle_replay`` fixture is the active
+:class:`~chronicle_otel.replay.ReplayRun`; it works in sync tests and in pytest-asyncio tests (use
+``await chronicle_replay.arerun()`` for an async root). A failing test shows the replay report.
+
+Configuration (command line, then ini, then environment):
+    ``--chronicle-store`` / ``chronicle_store`` / ``$CHRONICLE_HOME``: the payload store for truncated payloads.
+    ``--chronicle-traces`` / ``chronicle_traces``: directory where relative trace paths are looked up
+    (after the test file's directory).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Generator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from . import environment_variables as env
+from .load import load_trace
+from .replay import ReplayRun, replay
+
+__all__ = ["chronicle_replay"]
+
+_RUN = pytest.StashKey[ReplayRun]()
+_FAILED = pytest.StashKey[bool]()
+_REPLAY_OPTIONS = ("stub", "live", "default", "on_input_mismatch", "on_missing", "strict", "allow", "emit_spans")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """Register the chronicle options."""
+    group = parser.getgroup("chronicle", "chronicle_otel replay")
+    group.addoption(
+        "--chronicle-store", dest="chronicle_store", help="payload store directory (default $CHRONICLE_HOME)"
+    )
+    group.addoption("--chronicle-traces", dest="chronicle_traces", help="directory of trace files used by tests")
+    parser.addini("chronicle_store", "payload store directory for chronicle_replay tests", default="")
+    parser.addini("chronicle_traces", "directory of trace files for chronicle_replay tests", default="")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Register the marker."""
+    config.addinivalue_line(
+        "markers",
+        "chronicle_replay(source, trace_id=None, stub={'kind:llm'}, live=(), ...): replay a recorded trace "
+        "around the test; the chronicle_replay fixture is the active run",
+    )
+
+
+def _option(config: pytest.Config, name: str, env_var: str | None = None) -> str | None:
+    value = (
+        config.getoption(name, default=None) or config.getini(name) or (os.environ.get(env_var) if env_var else None)
+    )
+    return str(value) if value else None
+
+
+def _resolve(source: Any, request: pytest.FixtureRequest) -> Path:
+    path = Path(source)
+    if path.is_absolute() or path.exists():
+        return path
+    candidates = [Path(request.node.path).parent / path]
+    traces = _option(request.config, "chronicle_traces")
+    if traces:
+        candidates.append(Path(traces) / path)
+        candidates.append(Path(request.config.rootpath) / traces / path)
+    for candidate in candidates:
+        if candidate.exists():
+            return candidate
+    return path
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[Any]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """Show the replay report when a test using it fails."""
+    report = yield
+    run = item.stash.get(_RUN, None)
+    if run is not None and report.when == "call" and report.failed:
+        item.stash[_FAILED] = True
+        report.sections.append(("chronicle replay", str(run.report)))
+    return report
+
+
+@pytest.fixture
+def chronicle_replay(request: pytest.FixtureRequest) -> Iterator[ReplayRun]:
+    """The active replay of the trace named by the test's ``chronicle_replay`` marker."""
+    marker = request.node.get_closest_marker("chronicle_replay")
+    if marker is None:
+        pytest.fail('the chronicle_replay fixture needs @pytest.mark.chronicle_replay("trace.jsonl", ...)', False)
+    kwargs = dict(marker.kwargs)
+    source = marker.args[0] if marker.args else kwargs.pop("source", None)
+    if source is None:
+        pytest.fail("@pytest.mark.chronicle_replay needs the trace source as its first argument", False)
+    trace_id = marker.args[1] if len(marker.args) > 1 else kwargs.pop("trace_id", None)
+    check_report = kwargs.pop("check_report", True)
+    unknown = set(kwargs) - set(_REPLAY_OPTIONS)
+    if unknown:
+        pytest.fail(f"unknown chronicle_replay options: {', '.join(sorted(unknown))}", False)
+    store = _option(request.config, "chronicle_store", env.CHRONICLE_HOME)
+    store_path = Path(store) if store and (Path(store) / "chronicle-store.json").exists() else None
+    trace = load_trace(_resolve(source, request), trace_id, store=store_path)
+    run = replay(trace, **kwargs)
+    request.node.stash[_RUN] = run
+    with run:
+        yield run
+    if check_report and not run.report.ok and not request.node.stash.get(_FAILED, False):
+        pytest.fail(f"the replay diverged from the recording:\n{run.report}", False)
