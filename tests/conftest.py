@@ -17,6 +17,8 @@ from chronicle_otel import config as config_module
 from chronicle_otel import semconv as sc
 from chronicle_otel._internal import errors as internal_errors
 
+pytest_plugins = ["pytester"]
+
 
 @pytest.fixture(autouse=True)
 def clean_environ(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,17 +8,34 @@ from __future__ import annotations
 
 import contextvars
 import threading
+import weakref
 from typing import Any
 
 #: The active replay session of this context, or None.
 REPLAY: contextvars.ContextVar[Any] = contextvars.ContextVar("chronicle_replay", default=None)
 
-#: Boundary name -> the wrapped callables defined under that name in this process.
-BOUNDARIES: dict[str, list[Any]] = {}
+#: Boundary name -> weak references to the wrapped callables defined under that name, oldest first.
+_BOUNDARIES: dict[str, list[weakref.ref[Any]]] = {}
 _lock = threading.Lock()
 
 
 def register(name: str, wrapped: Any) -> None:
     """Remember a decorated callable under its boundary name (replay finds the root to rerun here)."""
     with _lock:
-        BOUNDARIES.setdefault(name, []).append(wrapped)
+        refs = [r for r in _BOUNDARIES.get(name, []) if r() is not None]
+        refs.append(weakref.ref(wrapped))
+        _BOUNDARIES[name] = refs
+
+
+def boundaries(name: str) -> list[Any]:
+    """The live callables registered under ``name``, oldest first."""
+    with _lock:
+        found = [r() for r in _BOUNDARIES.get(name, [])]
+    return [f for f in found if f is not None]
+
+
+def all_boundaries() -> list[Any]:
+    """Every live registered callable."""
+    with _lock:
+        refs = [r for refs in _BOUNDARIES.values() for r in refs]
+    return [f for f in (r() for r in refs) if f is not None]

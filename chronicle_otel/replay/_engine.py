@@ -138,13 +138,10 @@ class ReplayRun:
         if self._allow is not None:
             return self._allow + self.trace_allow
         packages = set()
-        for wrappers in hooks.BOUNDARIES.values():
-            for w in wrappers:
-                module = getattr(w, "__module__", None)
-                if isinstance(module, str) and module not in ("__main__", "builtins"):
-                    packages.add(module.split(".")[0] + ".")
-                elif module == "__main__":
-                    packages.add("__main__.")
+        for w in hooks.all_boundaries():
+            module = getattr(w, "__module__", None)
+            if isinstance(module, str) and module != "builtins":
+                packages.add(module.split(".")[0] + ".")
         return tuple(sorted(packages)) + self.trace_allow
 
     @property
@@ -197,7 +194,7 @@ class ReplayRun:
         root = self.trace.root
         if root is None:
             raise ReplayError(f"trace {self.trace.trace_id} has no boundary to rerun")
-        found = hooks.BOUNDARIES.get(root.name, [])
+        found = hooks.boundaries(root.name)
         if root.function:
             exact = [f for f in found if f"{f.__module__}.{f.__qualname__}" == root.function]
             found = exact or found
@@ -207,9 +204,13 @@ class ReplayRun:
                 f"no boundary named {root.name!r} is defined in this process{hint}; import the module that "
                 "defines it before replaying (chronicle never imports modules named in a trace)"
             )
-        if len({id(getattr(f, "__wrapped__", f)) for f in found}) > 1:
-            raise ReplayError(f"{len(found)} boundaries are named {root.name!r}; give them distinct names")
-        return found[-1]
+        qualnames = {f"{f.__module__}.{f.__qualname__}" for f in found}
+        if len(qualnames) > 1:
+            raise ReplayError(
+                f"{len(qualnames)} different functions are named {root.name!r} ({', '.join(sorted(qualnames))}); "
+                "give them distinct boundary names"
+            )
+        return found[-1]  # the latest definition (a module reloaded, a function redefined)
 
     def _root_call(self, instance: Any, overrides: dict[str, Any]) -> Any:
         assert self.trace.root is not None

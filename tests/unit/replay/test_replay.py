@@ -305,9 +305,8 @@ async def test_async_and_async_generator_stubs(recorder: Recorder) -> None:
     with chronicle.replay(trace) as run:
         assert await run.arerun() == ("HI", [0, 1, 2])
     assert CALLS["llm"] == before and run.report.ok, run.report
-    with chronicle.replay(trace) as run2:
-        with pytest.raises(chronicle.ReplayError, match="arerun"):
-            run2.rerun()
+    with chronicle.replay(trace) as run2, pytest.raises(chronicle.ReplayError, match="arerun"):
+        run2.rerun()
 
 
 def test_rerun_of_an_async_root_without_a_loop(recorder: Recorder) -> None:

@@ -1,0 +1,66 @@
+"""The README's first command: the whole story, end to end, on the embedded store."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import chronicle_otel as chronicle
+from examples.stock_agent import agent
+from tests.conftest import Recorder
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def test_demo_story_end_to_end(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CHRONICLE_", "OTEL_", "STOCK_AGENT_"))}
+    env["PYTHONPATH"] = str(REPO)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "examples.stock_agent.demo",
+            "--store",
+            str(tmp_path / "store"),
+            "--out",
+            str(tmp_path / "reg"),
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    assert "<-- sold $190,420, not $1,000" in out
+    assert "old guardrail (v1)     -> FAILS" in out
+    assert "fixed guardrail (v2)   -> passes" in out
+    assert "simulated model calls during replay: 0" in out
+    assert len(list((tmp_path / "reg").glob("test_run_agent_*.py"))) == 1
+
+
+def test_generated_style_replay_in_process_counts_zero_model_calls(
+    recorder: Recorder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STOCK_AGENT_GUARDRAIL", "v1")
+    bad = agent.run_agent("Sell $1,000 of MSFT", seed=1)
+    assert bad.status == "filled" and bad.receipt.order.quantity == 1000
+    recorder.config.force_flush()
+    trace = chronicle.load_trace(recorder.store, "latest")
+    before = agent.SimulatedLLM.calls
+    with chronicle.replay(trace, stub={"kind:llm"}, live={"place_order"}) as run:
+        assert run.rerun().status == "filled"  # v1 reproduces the incident
+    assert run.report.ok and run.report.changes == []
+    monkeypatch.setenv("STOCK_AGENT_GUARDRAIL", "v2")
+    with chronicle.replay(trace, stub={"kind:llm"}, live={"place_order"}) as run:
+        result = run.rerun()
+    assert result.status == "blocked"
+    assert run.report.ok, run.report  # no divergence, no unused recording
+    assert [f.call_key[-1][0] for f in run.report.drift] == ["finalize"]
+    assert {f.call_key[-1][0] for f in run.report.changes} == {"check_order", "place_order", "run_agent"}
+    assert agent.SimulatedLLM.calls == before
