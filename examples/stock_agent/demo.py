@@ -9,6 +9,8 @@
 from __future__ import annotations
 
 import argparse
+import io
+import json
 import os
 import subprocess
 import sys
@@ -59,16 +61,30 @@ def main(argv: list[str] | None = None) -> int:
 
     out = Path(args.out)
     print(f"\n3. chronicle gen-test {bad_trace[:8]}… --expect \"result.status == 'blocked'\"")
+    written = io.StringIO()
     chronicle_cli(
-        ["gen-test", bad_trace, "--store", str(store.path), "--out", str(out), "--expect", "result.status == 'blocked'"]
+        [
+            "gen-test",
+            bad_trace,
+            "--store",
+            str(store.path),
+            "--out",
+            str(out),
+            "--expect",
+            "result.status == 'blocked'",
+        ],
+        out=written,
     )
+    test_file = json.loads(written.getvalue())["test"]
+    print(f"   wrote {test_file}:\n")
+    print("   " + Path(test_file).read_text().replace("\n", "\n   "))
 
     print("\n4. The regression test against each guardrail:")
     outcomes = {}
     for version in ("v1", "v2"):
         env = {**os.environ, "STOCK_AGENT_GUARDRAIL": version}
         proc = subprocess.run(
-            [sys.executable, "-m", "pytest", str(out), "-q", "-p", "no:cacheprovider", f"--rootdir={REPO}"],
+            [sys.executable, "-m", "pytest", test_file, "-q", "-p", "no:cacheprovider", f"--rootdir={REPO}"],
             cwd=REPO,
             env=env,
             capture_output=True,
