@@ -21,7 +21,15 @@ $(ROTEL_VENV)/.installed:
 	$(ROTEL_VENV)/bin/python -m pip install -q 'rotel==$(ROTEL_VERSION)'
 	touch $@
 
-install-services: $(ROTEL_VENV)/.installed
+# The trace backend (Arize Phoenix, SQLite-backed) in its own virtualenv: it pins its own OpenTelemetry.
+PHOENIX_VENV := .venv-phoenix
+PHOENIX_VERSION := 20.26.1
+$(PHOENIX_VENV)/.installed:
+	$(PYTHON) -m venv $(PHOENIX_VENV)
+	$(PHOENIX_VENV)/bin/python -m pip install -q 'arize-phoenix==$(PHOENIX_VERSION)'
+	touch $@
+
+install-services: $(ROTEL_VENV)/.installed $(PHOENIX_VENV)/.installed
 
 ROTEL_BIN = $(shell $(ROTEL_VENV)/bin/python -c 'import os, rotel; print(os.path.join(os.path.dirname(rotel.__file__), "rotel-agent"))' 2>/dev/null)
 
@@ -29,7 +37,7 @@ demo: install
 	$(BIN)/python -m examples.stock_agent.demo
 
 test: install install-services
-	CHRONICLE_TEST_ROTEL=$(ROTEL_BIN) $(BIN)/python -m pytest
+	CHRONICLE_TEST_ROTEL=$(ROTEL_BIN) CHRONICLE_TEST_PHOENIX=$(PHOENIX_VENV)/bin/phoenix $(BIN)/python -m pytest
 
 test-unit: install
 	$(BIN)/python -m pytest tests/unit
@@ -60,4 +68,4 @@ bench: install
 	$(BIN)/python benchmarks/overhead.py
 
 clean:
-	rm -rf $(VENV) $(ROTEL_VENV) $(OLDEST) .pytest_cache .mypy_cache .ruff_cache .hypothesis .benchmarks
+	rm -rf $(VENV) $(ROTEL_VENV) $(PHOENIX_VENV) $(OLDEST) .pytest_cache .mypy_cache .ruff_cache .hypothesis .benchmarks

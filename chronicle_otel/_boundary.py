@@ -88,6 +88,16 @@ def _kind(value: BoundaryKind | str) -> BoundaryKind:
         raise ConfigError("kind", value, "one of " + ", ".join(repr(k.value) for k in BoundaryKind)) from None
 
 
+_OPENINFERENCE_KINDS = {
+    BoundaryKind.LLM: "LLM",
+    BoundaryKind.TOOL: "TOOL",
+    BoundaryKind.RETRIEVAL: "RETRIEVER",
+    BoundaryKind.GUARDRAIL: "GUARDRAIL",
+    BoundaryKind.AGENT: "AGENT",
+    BoundaryKind.MEMORY: "CHAIN",
+    BoundaryKind.CUSTOM: "CHAIN",
+}
+
 # ------------------------------------------------------------------------------------ call-path state
 
 _FRAME_KEY = context_api.create_key("chronicle-boundary-frame")
@@ -364,12 +374,24 @@ class _Call:
     def _end(self) -> None:
         self.done = True
         span = self.span
+        if self.config.openinference:
+            self._openinference()
         if self.attrs:
             span.set_attributes(self.attrs)
         buffer = self.config.payload_buffer
         if self.pending and buffer is not None:
             buffer.put(span.get_span_context().span_id, self.pending)
         span.end()
+
+    def _openinference(self) -> None:
+        attrs = self.attrs
+        if semconv.INPUT in attrs:
+            attrs[semconv.OPENINFERENCE_INPUT_VALUE] = attrs[semconv.INPUT]
+            attrs[semconv.OPENINFERENCE_INPUT_MIME_TYPE] = "application/json"
+        output = attrs.get(semconv.ERROR, attrs.get(semconv.OUTPUT))
+        if output is not None:
+            attrs[semconv.OPENINFERENCE_OUTPUT_VALUE] = output
+            attrs[semconv.OPENINFERENCE_OUTPUT_MIME_TYPE] = "application/json"
 
     def succeed(self, result: Any) -> None:
         try:
@@ -446,6 +468,8 @@ def _begin(
         attrs[semconv.CALL_INDEX] = index
         if stream:
             attrs[semconv.STREAM] = True
+        if config.openinference:
+            attrs[semconv.OPENINFERENCE_SPAN_KIND] = _OPENINFERENCE_KINDS[spec.kind]
         if config.session:
             attrs.update(config.session)
         ctx_session = _SESSION_ATTRS.get()

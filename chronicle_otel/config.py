@@ -86,6 +86,9 @@ class CaptureOptions:
     payload behind chronicle's back."""
     genai_attributes: bool = True
     """Write OTel GenAI attributes (``gen_ai.request.model``, token usage…) on ``llm`` boundaries."""
+    openinference: bool | None = None
+    """Also write the OpenInference attributes (``openinference.span.kind``, ``input.value``/``output.value`` and
+    mime types) so Phoenix renders boundaries natively. Default: ``$CHRONICLE_OPENINFERENCE`` or False."""
 
 
 @dataclass(frozen=True)
@@ -165,6 +168,7 @@ class ChronicleConfig:
         store: the :class:`LocalStore`, or None.
         max_attribute_length: effective cap of payload attributes, in characters.
         genai_attributes: write GenAI attributes on ``llm`` boundaries.
+        openinference: write the OpenInference attributes too.
     """
 
     enabled: bool
@@ -175,6 +179,7 @@ class ChronicleConfig:
     store: LocalStore | None
     max_attribute_length: int
     genai_attributes: bool
+    openinference: bool = False
     redact: KeyFilter | None = field(repr=False, default=None)
     payload_buffer: PayloadBuffer | None = field(repr=False, default=None)
     processors: list[SpanProcessor] = field(repr=False, default_factory=list)
@@ -270,6 +275,7 @@ def _unconfigured() -> ChronicleConfig:
         store=None,
         max_attribute_length=_env_int(env.CHRONICLE_MAX_ATTRIBUTE_LENGTH) or _DEFAULT_MAX_ATTRIBUTE_LENGTH,
         genai_attributes=True,
+        openinference=bool(_env_bool(env.CHRONICLE_OPENINFERENCE)),
         redact=key_filter(_redaction_patterns(RedactionOptions())),
     )
 
@@ -352,6 +358,9 @@ def configure(
         max_len = _env_int(env.CHRONICLE_MAX_ATTRIBUTE_LENGTH) or _DEFAULT_MAX_ATTRIBUTE_LENGTH
     if max_len < 64:
         raise ConfigError("max_attribute_length", max_len, "an integer >= 64")
+    openinference = capture.openinference
+    if openinference is None:
+        openinference = bool(_env_bool(env.CHRONICLE_OPENINFERENCE))
 
     sdk_disabled = bool(_env_bool("OTEL_SDK_DISABLED"))
     if enabled is None:
@@ -421,6 +430,7 @@ def configure(
         store=local_store,
         max_attribute_length=max_len,
         genai_attributes=capture.genai_attributes,
+        openinference=openinference,
         redact=redact,
         payload_buffer=buffer,
         processors=processors,

@@ -16,6 +16,7 @@ __all__ = [
     "CHRONICLE_HOME",
     "CHRONICLE_MAX_ATTRIBUTE_LENGTH",
     "CHRONICLE_MODEL_VERSION",
+    "CHRONICLE_OPENINFERENCE",
     "CHRONICLE_OTLP",
     "CHRONICLE_PROMPT_VERSION",
     "CHRONICLE_REDACT_KEYS",
@@ -95,4 +96,12 @@ CHRONICLE_OTLP: Final = "CHRONICLE_OTLP"
 
 ``true``/``false``: force the OTLP exporter on or off when chronicle creates the TracerProvider.
 By default it is added when ``OTEL_EXPORTER_OTLP_ENDPOINT`` or ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` is set.
+"""
+
+CHRONICLE_OPENINFERENCE: Final = "CHRONICLE_OPENINFERENCE"
+"""
+.. envvar:: CHRONICLE_OPENINFERENCE
+
+``true`` adds the OpenInference attributes (``openinference.span.kind``, ``input.value``, ``output.value`` with
+their mime types) to boundary spans, so Phoenix shows kinds, inputs and outputs. Default: ``false``.
 """

@@ -31,6 +31,11 @@ __all__ = [
     "INPUT",
     "INPUT_HASH",
     "INPUT_TRUNCATED",
+    "OPENINFERENCE_INPUT_MIME_TYPE",
+    "OPENINFERENCE_INPUT_VALUE",
+    "OPENINFERENCE_OUTPUT_MIME_TYPE",
+    "OPENINFERENCE_OUTPUT_VALUE",
+    "OPENINFERENCE_SPAN_KIND",
     "OUTPUT",
     "OUTPUT_HASH",
     "OUTPUT_TRUNCATED",
@@ -109,3 +114,16 @@ GEN_AI_USAGE_INPUT_TOKENS: Final = "gen_ai.usage.input_tokens"
 """Prompt tokens, from the result's ``usage.input_tokens`` or ``usage.prompt_tokens``."""
 GEN_AI_USAGE_OUTPUT_TOKENS: Final = "gen_ai.usage.output_tokens"
 """Completion tokens, from the result's ``usage.output_tokens`` or ``usage.completion_tokens``."""
+
+# OpenInference conventions, written when CaptureOptions(openinference=True): Phoenix and other OpenInference
+# backends then show kinds, inputs and outputs natively. Replay never reads them.
+OPENINFERENCE_SPAN_KIND: Final = "openinference.span.kind"
+"""``LLM``, ``TOOL``, ``RETRIEVER``, ``GUARDRAIL``, ``AGENT`` or ``CHAIN``."""
+OPENINFERENCE_INPUT_VALUE: Final = "input.value"
+"""The same text as :data:`INPUT`."""
+OPENINFERENCE_INPUT_MIME_TYPE: Final = "input.mime_type"
+"""``application/json``."""
+OPENINFERENCE_OUTPUT_VALUE: Final = "output.value"
+"""The same text as :data:`OUTPUT` (or :data:`ERROR`)."""
+OPENINFERENCE_OUTPUT_MIME_TYPE: Final = "output.mime_type"
+"""``application/json``."""

@@ -1,4 +1,4 @@
-"""Load a recorded run from where its spans are: the local store or an OTLP/JSON file.
+"""Load a recorded run from where its spans are: the local store, a trace file, or a backend.
 
 Usage::
 
@@ -9,6 +9,14 @@ Usage::
     trace = load_trace("incident.jsonl")                           # an OTLP/JSON file (one trace in it)
     trace = load_trace("collector-out.json.gz", trace_id="3f8a…")  # gzip, several traces: select by id
 
+    trace = load_trace("phoenix+http://127.0.0.1:6006", trace_id="3f8a…")   # pulled from a backend by id
+
+Backends: ``phoenix+http(s)://host:port[?project=name]``, ``jaeger+http://host:16686`` (API v1),
+``jaeger-v3+http://…`` (API v3), ``tempo+http://host:3200`` (API v2, then v1), ``zipkin+http://host:9411``.
+More register with :func:`register_source` or the ``chronicle_otel.trace_sources`` entry point group.
+
+Files are recognised by content (see ``SUPPORTED_FORMATS``): OTLP/JSON, the Collector ``file`` exporter's
+protobuf and zstd framings, Jaeger, Tempo, Zipkin and Phoenix JSON, plain, gzip or zstd.
 OTLP/JSON files may hold one ``ExportTraceServiceRequest`` per line (the Collector ``file`` exporter) or one
 JSON document (an object or a list of them), plain or gzip. Ids may be hex (any case) or base64; integer
 attributes written as strings stay exact; the older ``instrumentationLibrarySpans`` shape and snake_case field
@@ -19,41 +27,97 @@ the store being read, else the local store if there is one). When neither has th
 says so (``Payload.status == "missing"``) and replaying it fails with a clear error.
 
 API:
-    :func:`load_trace`
+    :func:`load_trace`, :class:`TraceSource`, :func:`register_source`, :data:`SUPPORTED_FORMATS`
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from ..errors import TraceLoadError, TraceNotFoundError
 from ..replay import SpanRecord, Trace, build_trace
 from ..store import LocalStore, default_store_path
-from ._otlp import merge, read_file, spans_of_request
+from ._files import SUPPORTED_FORMATS, read_path
+from ._http import SOURCES, HttpTraceSource, JaegerSource, PhoenixSource, TempoSource, ZipkinSource
+from ._otlp import merge, spans_of_request
 
-__all__ = ["load_trace"]
+__all__ = [
+    "SUPPORTED_FORMATS",
+    "HttpTraceSource",
+    "JaegerSource",
+    "PhoenixSource",
+    "TempoSource",
+    "TraceSource",
+    "ZipkinSource",
+    "load_trace",
+    "register_source",
+    "source_for",
+]
+
+
+@runtime_checkable
+class TraceSource(Protocol):
+    """Where spans of recorded traces can be fetched from (a backend, a bucket…)."""
+
+    def spans(self, trace_id: str | None, progress: Callable[[int], None] | None = None) -> Iterable[SpanRecord]:
+        """The spans of ``trace_id`` (duplicates and pieces are merged by the loader)."""
+        ...
+
+
+_factories: dict[str, Callable[[str], TraceSource]] = {name: cls for name, cls in SOURCES.items()}
+_ENTRY_POINT_GROUP = "chronicle_otel.trace_sources"
+
+
+def register_source(scheme: str, factory: Callable[[str], TraceSource]) -> None:
+    """Make ``load_trace("<scheme>+http://…")`` (or ``"<scheme>://…"``) use ``factory(url)``."""
+    _factories[scheme] = factory
+
+
+def source_for(url: str) -> TraceSource:
+    """The trace source for a URL such as ``phoenix+http://127.0.0.1:6006``.
+
+    Raises:
+        TraceLoadError: no source is registered for the URL's scheme.
+    """
+    scheme = url.split("://", 1)[0]
+    name = scheme.split("+", 1)[0]
+    factory = _factories.get(name)
+    if factory is None:
+        for ep in metadata.entry_points(group=_ENTRY_POINT_GROUP):
+            if ep.name == name:
+                factory = ep.load()
+                _factories[name] = factory
+                break
+    if factory is None:
+        known = ", ".join(f"{n}+http://" for n in sorted(_factories))
+        raise TraceLoadError(f"no trace source for {scheme!r} URLs; known: {known}", source=url)
+    return factory(url)
 
 _STORE_MANIFEST = "chronicle-store.json"
 
 
 def load_trace(
-    source: str | os.PathLike[str] | LocalStore,
+    source: str | os.PathLike[str] | LocalStore | TraceSource,
     trace_id: str | None = None,
     *,
     store: LocalStore | str | os.PathLike[str] | None = None,
     allow: Iterable[str] = (),
+    progress: Callable[[int], None] | None = None,
 ) -> Trace:
     """Load one recorded run.
 
     Args:
-        source: a :class:`~chronicle_otel.store.LocalStore`, a store directory, or an OTLP/JSON file.
+        source: a :class:`~chronicle_otel.store.LocalStore`, a store directory, a trace file, a backend URL
+            (``phoenix+http://…``) or a :class:`TraceSource`.
         trace_id: the trace to load (32 hex digits, any case). For a store, also ``"latest"`` or
             ``"latest-failed"``. May be omitted when the source holds exactly one trace.
         store: the payload store to rehydrate truncated payloads from.
         allow: module prefixes whose classes payload decoding may rebuild (registered types always are).
+        progress: called with the number of spans fetched so far (backends that page).
 
     Returns:
         The :class:`~chronicle_otel.replay.Trace`.
@@ -63,6 +127,20 @@ def load_trace(
         TraceLoadError: the source cannot be read, is not trace data, or holds several traces and no id was given.
     """
     payload_store = _payload_store(store)
+    if isinstance(source, str) and "://" in source:
+        return load_trace(source_for(source), trace_id, store=store, allow=allow, progress=progress)
+    if isinstance(source, TraceSource) and not isinstance(source, LocalStore):
+        payload_store = payload_store or _default_store()
+        label = repr(source)
+        traces = merge(source.spans(trace_id, progress) if progress is not None else source.spans(trace_id))
+        chosen = _select(traces, trace_id, label)
+        return build_trace(
+            chosen,
+            list(traces[chosen].values()),
+            fetch=payload_store.get_payload if payload_store is not None else None,
+            allow=allow,
+            source=label,
+        )
     if isinstance(source, LocalStore) or (Path(source).is_dir() and (Path(source) / _STORE_MANIFEST).exists()):
         local = source if isinstance(source, LocalStore) else LocalStore(source)
         return _from_store(local, trace_id, payload_store or local, tuple(allow))
@@ -71,11 +149,8 @@ def load_trace(
         raise TraceLoadError("a directory that is not a chronicle store", source=path, expected=_STORE_MANIFEST)
     if not path.exists():
         raise TraceLoadError("no such file or store", source=path)
-    if payload_store is None:
-        default = default_store_path()
-        if (default / _STORE_MANIFEST).exists():
-            payload_store = LocalStore(default)
-    traces = merge(read_file(path))
+    payload_store = payload_store or _default_store()
+    traces = merge(read_path(path))
     chosen = _select(traces, trace_id, path)
     return build_trace(
         chosen,
@@ -84,6 +159,11 @@ def load_trace(
         allow=allow,
         source=str(path),
     )
+
+
+def _default_store() -> LocalStore | None:
+    default = default_store_path()
+    return LocalStore(default) if (default / _STORE_MANIFEST).exists() else None
 
 
 def _payload_store(store: LocalStore | str | os.PathLike[str] | None) -> LocalStore | None:

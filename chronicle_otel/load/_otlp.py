@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import base64
 import binascii
-import gzip
 import re
 from collections.abc import Iterable, Iterator, Mapping
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -113,6 +111,11 @@ def _kind(raw: Any) -> int:
     return int(raw or 0)
 
 
+def is_otlp(doc: Any) -> bool:
+    """An ``ExportTraceServiceRequest``/``TracesData`` document (or Tempo v1's ``batches``)."""
+    return isinstance(doc, Mapping) and any(k in doc for k in ("resourceSpans", "resource_spans", "batches"))
+
+
 def spans_of_request(doc: Any, *, source: object = None, line: int | None = None) -> Iterator[SpanRecord]:
     """The spans of one ``ExportTraceServiceRequest`` document (or its older ``batches`` shape)."""
     if not isinstance(doc, Mapping):
@@ -186,49 +189,6 @@ def _span(
         scope=scope,
         origin=where,
     )
-
-
-def read_file(path: Path) -> Iterator[SpanRecord]:
-    """Every span of an OTLP/JSON file: one request per line, or one JSON document; plain or gzip."""
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise TraceLoadError(f"cannot read ({exc.strerror})", source=path) from None
-    if data[:2] == b"\x1f\x8b":
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError) as exc:
-            raise TraceLoadError(f"corrupt or truncated gzip ({exc})", source=path) from None
-    if not data.strip():
-        raise TraceLoadError("empty file", source=path, expected="OTLP/JSON trace data")
-    try:
-        whole = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        whole = None
-    else:
-        docs = whole if isinstance(whole, list) else [whole]
-        for doc in docs:
-            yield from spans_of_request(doc, source=path, line=1 if len(docs) == 1 else None)
-        return
-    lines = data.split(b"\n")
-    last = max(i for i, line in enumerate(lines) if line.strip())
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            doc = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
-            if number - 1 == last and not data.endswith(b"\n"):
-                raise TraceLoadError(
-                    f"the last line ends mid-record ({exc}); the file is truncated",
-                    source=path,
-                    line=number,
-                    expected="one complete JSON document per line",
-                ) from None
-            raise TraceLoadError(
-                f"not JSON ({exc})", source=path, line=number, expected="one OTLP/JSON request per line"
-            ) from None
-        yield from spans_of_request(doc, source=path, line=number)
 
 
 def merge(spans: Iterable[SpanRecord]) -> dict[str, dict[str, SpanRecord]]:

@@ -654,3 +654,33 @@ def test_redaction_of_secret_arguments(recorder: Recorder) -> None:
         "max_tokens": 5,
     }
     assert orjson.loads(raw[sc.OUTPUT]) == {"access_token": "[REDACTED]", "text": "ok"}
+
+
+def test_openinference_attributes_on_request(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.conftest import make_recorder
+
+    rec = make_recorder(tmp_path, capture=chronicle.CaptureOptions(openinference=True))
+
+    @chronicle.boundary(kind="retrieval", name="oi.search")
+    def search(q: str) -> list[str]:
+        return ["doc"]
+
+    @chronicle.boundary(kind="tool", name="oi.fail")
+    def fail() -> None:
+        raise ValueError("no")
+
+    search("x")
+    with pytest.raises(ValueError):
+        fail()
+    a = rec.attrs("oi.search")
+    assert a[sc.OPENINFERENCE_SPAN_KIND] == "RETRIEVER"
+    assert a[sc.OPENINFERENCE_INPUT_VALUE] == a[sc.INPUT] and a[sc.OPENINFERENCE_INPUT_MIME_TYPE] == "application/json"
+    assert a[sc.OPENINFERENCE_OUTPUT_VALUE] == a[sc.OUTPUT] == '["doc"]'
+    assert rec.attrs("oi.fail")[sc.OPENINFERENCE_OUTPUT_VALUE] == rec.attrs("oi.fail")[sc.ERROR]
+    monkeypatch.setenv("CHRONICLE_OPENINFERENCE", "true")
+    rec2 = make_recorder(tmp_path / "env")
+    search("y")
+    assert rec2.attrs("oi.search")[sc.OPENINFERENCE_SPAN_KIND] == "RETRIEVER"
+    rec3 = make_recorder(tmp_path / "off", capture=chronicle.CaptureOptions(openinference=False))
+    search("z")
+    assert sc.OPENINFERENCE_SPAN_KIND not in rec3.attrs("oi.search")

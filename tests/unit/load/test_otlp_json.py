@@ -177,7 +177,8 @@ def test_not_a_trace_names_file_and_line(tmp_path: Path) -> None:
     path = write_lines(tmp_path / "metrics.jsonl", request(ROOT), {"resourceMetrics": []})
     with pytest.raises(chronicle.TraceLoadError) as info:
         chronicle.load_trace(path)
-    assert f"{path}:2" in str(info.value) and "resourceSpans" in str(info.value)
+    assert f"{path}:2" in str(info.value) and "resourceMetrics" in str(info.value)
+    assert "supported: OTLP/JSON" in str(info.value) and "Zipkin v2" in str(info.value)
     assert info.value.line == 2
     (tmp_path / "garbage.jsonl").write_text('{"resourceSpans": []}\nnot json at all\n{"resourceSpans": []}\n')
     with pytest.raises(chronicle.TraceLoadError, match=r"garbage.jsonl:2: not JSON"):
