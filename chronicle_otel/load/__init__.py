@@ -97,6 +97,7 @@ def source_for(url: str) -> TraceSource:
         raise TraceLoadError(f"no trace source for {scheme!r} URLs; known: {known}", source=url)
     return factory(url)
 
+
 _STORE_MANIFEST = "chronicle-store.json"
 
 

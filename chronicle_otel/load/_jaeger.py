@@ -16,7 +16,9 @@ _KINDS = {"internal": 1, "server": 2, "client": 3, "producer": 4, "consumer": 5}
 def is_jaeger(doc: Any) -> bool:
     """A Jaeger query response (``{"data": [trace…]}``) or one trace object."""
     if isinstance(doc, Mapping) and isinstance(doc.get("data"), list):
-        return all(isinstance(t, Mapping) and "spans" in t and ("traceID" in t or "processes" in t) for t in doc["data"])
+        return all(
+            isinstance(t, Mapping) and "spans" in t and ("traceID" in t or "processes" in t) for t in doc["data"]
+        )
     return isinstance(doc, Mapping) and "spans" in doc and "processes" in doc
 
 

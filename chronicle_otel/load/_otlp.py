@@ -8,8 +8,6 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-import orjson
-
 from ..errors import TraceLoadError
 from ..replay import SpanRecord
 

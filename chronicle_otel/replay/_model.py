@@ -308,6 +308,56 @@ def payload_from_span(
     return Payload(text, digest, "missing"), f"{keys[0]} {digest} is cut to {len(text)} characters and not in the store"
 
 
+def _boundary(
+    span: SpanRecord, parent: Boundary | None, fetch: Any, allow: tuple[str, ...], warnings: list[str]
+) -> Boundary | None:
+    attrs = span.attributes
+    name = attrs.get(semconv.BOUNDARY_NAME)
+    if not isinstance(name, str):
+        return None
+    codec = attrs.get(semconv.CODEC, CODEC_VERSION)
+    if codec not in _CODECS:
+        raise ReplayError(
+            f"span {span.span_id} uses codec {codec!r}, newer than this chronicle-otel understands "
+            f"({CODEC_VERSION}); upgrade chronicle-otel"
+        )
+    index = attrs.get(semconv.CALL_INDEX, 0)
+    index = int(index) if isinstance(index, (int, str)) and str(index).lstrip("-").isdigit() else 0
+    key = (*(parent.call_key if parent else ()), (name, index))
+    payloads = []
+    for keys in (
+        (semconv.INPUT, semconv.INPUT_HASH, semconv.INPUT_TRUNCATED),
+        (semconv.OUTPUT, semconv.OUTPUT_HASH, semconv.OUTPUT_TRUNCATED),
+        (semconv.ERROR, semconv.ERROR_HASH, semconv.ERROR_TRUNCATED),
+    ):
+        payload, warning = payload_from_span(attrs, keys, fetch)
+        payloads.append(payload)
+        if warning:
+            warnings.append(f"boundary {format_key(key)}: {warning}")
+    n = len(semconv.SESSION_PREFIX)
+    state = attrs.get(semconv.STREAM_STATE)
+    return Boundary(
+        name=name,
+        kind=str(attrs.get(semconv.BOUNDARY_KIND, "custom")),
+        call_index=index,
+        call_key=key,
+        span_id=span.span_id,
+        parent=parent,
+        session={k[n:]: v for k, v in attrs.items() if k.startswith(semconv.SESSION_PREFIX)},
+        start_ns=span.start_ns,
+        end_ns=span.end_ns,
+        status=span.status,
+        stream=attrs.get(semconv.STREAM) in (True, "true"),  # Zipkin tags are strings
+        stream_state=str(state) if state is not None else None,
+        function=attrs.get(semconv.CODE_FUNCTION),
+        raw_input=payloads[0],
+        raw_output=payloads[1],
+        raw_error=payloads[2],
+        span=span,
+        allow=allow,
+    )
+
+
 def build_trace(
     trace_id: str,
     spans: Sequence[SpanRecord],
@@ -323,67 +373,32 @@ def build_trace(
     warnings: list[str] = []
     if not any(s.parent_span_id is None for s in ordered):
         warnings.append("the trace's root span is missing (its parent is not in the source)")
-    built: dict[str, Boundary] = {}
+    built: dict[str, Boundary | None] = {}
 
-    def nearest_boundary(span: SpanRecord) -> Boundary | None:
-        seen = set()
+    def boundary_of(span_id: str, trail: frozenset[str] = frozenset()) -> Boundary | None:
+        """The boundary of ``span_id`` (None for other spans), building its ancestors first.
+
+        Start times alone cannot order parents before children: backends round them (Phoenix keeps µs).
+        """
+        if span_id in built:
+            return built[span_id]
+        span = by_id[span_id]
         parent_id = span.parent_span_id
-        while parent_id is not None and parent_id in by_id and parent_id not in seen:
-            seen.add(parent_id)
-            if parent_id in built:
-                return built[parent_id]
+        parent: Boundary | None = None
+        trail = trail | {span_id}
+        while parent_id is not None and parent_id in by_id and parent_id not in trail:
+            parent = boundary_of(parent_id, trail)
+            if parent is not None:
+                break
             parent_id = by_id[parent_id].parent_span_id
-        return None
+        built[span_id] = result = _boundary(span, parent, fetch, allow_t, warnings)
+        return result
 
-    boundaries = []
-    for span in ordered:  # parents start before their children, so they are built first
-        attrs = span.attributes
-        name = attrs.get(semconv.BOUNDARY_NAME)
-        if not isinstance(name, str):
-            continue
-        codec = attrs.get(semconv.CODEC, CODEC_VERSION)
-        if codec not in _CODECS:
-            raise ReplayError(
-                f"span {span.span_id} uses codec {codec!r}, newer than this chronicle-otel understands "
-                f"({CODEC_VERSION}); upgrade chronicle-otel"
-            )
-        parent = nearest_boundary(span)
-        index = attrs.get(semconv.CALL_INDEX, 0)
-        index = int(index) if isinstance(index, (int, str)) and str(index).lstrip("-").isdigit() else 0
-        key = (parent.call_key if parent else ()) + ((name, index),)
-        payloads = []
-        for keys in (
-            (semconv.INPUT, semconv.INPUT_HASH, semconv.INPUT_TRUNCATED),
-            (semconv.OUTPUT, semconv.OUTPUT_HASH, semconv.OUTPUT_TRUNCATED),
-            (semconv.ERROR, semconv.ERROR_HASH, semconv.ERROR_TRUNCATED),
-        ):
-            payload, warning = payload_from_span(attrs, keys, fetch)
-            payloads.append(payload)
-            if warning:
-                warnings.append(f"boundary {format_key(key)}: {warning}")
-        n = len(semconv.SESSION_PREFIX)
-        boundary = Boundary(
-            name=name,
-            kind=str(attrs.get(semconv.BOUNDARY_KIND, "custom")),
-            call_index=index,
-            call_key=key,
-            span_id=span.span_id,
-            parent=parent,
-            session={k[n:]: v for k, v in attrs.items() if k.startswith(semconv.SESSION_PREFIX)},
-            start_ns=span.start_ns,
-            end_ns=span.end_ns,
-            status=span.status,
-            stream=bool(attrs.get(semconv.STREAM, False)),
-            stream_state=attrs.get(semconv.STREAM_STATE),
-            function=attrs.get(semconv.CODE_FUNCTION),
-            raw_input=payloads[0],
-            raw_output=payloads[1],
-            raw_error=payloads[2],
-            span=span,
-            allow=allow_t,
-        )
-        built[span.span_id] = boundary
-        boundaries.append(boundary)
+    for span in ordered:
+        boundary_of(span.span_id)
+    boundaries = sorted(
+        (b for b in built.values() if b is not None), key=lambda b: (b.start_ns, len(b.call_key), b.call_index)
+    )
     top = [b for b in boundaries if b.parent is None]
     root = top[0] if top else None
     if len(top) > 1:

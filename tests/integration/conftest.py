@@ -8,6 +8,7 @@ The OTLP collector is rotel (a Rust OpenTelemetry collector shipped in the ``rot
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import os
 import signal
@@ -122,15 +123,16 @@ class Rotel:
     log: Path
 
 
-@pytest.fixture
-def rotel(otlp_sink: OtlpSink, tmp_path: Path) -> Iterator[Rotel]:
-    """The rotel OTLP collector on 127.0.0.1, forwarding OTLP/HTTP to ``otlp_sink``; stopped by PID."""
+@contextlib.contextmanager
+def run_rotel(forward_to: str, workdir: Path) -> Iterator[Rotel]:
+    """The rotel OTLP collector on 127.0.0.1, forwarding OTLP/HTTP to ``forward_to``; stopped by PID."""
     binary = find_rotel()
     if binary is None or not binary.exists():
         _service_missing(f"rotel collector binary not found (CHRONICLE_TEST_ROTEL={ROTEL_FROM_ENV})")
     assert binary is not None
     grpc_port, http_port = free_port(), free_port()
-    pid_file, log_file = tmp_path / "rotel.pid", tmp_path / "rotel.log"
+    workdir.mkdir(parents=True, exist_ok=True)
+    pid_file, log_file = workdir / "rotel.pid", workdir / "rotel.log"
     subprocess.run(
         [
             str(binary),
@@ -151,7 +153,7 @@ def rotel(otlp_sink: OtlpSink, tmp_path: Path) -> Iterator[Rotel]:
             "--otlp-exporter-protocol",
             "http",
             "--otlp-exporter-endpoint",
-            f"http://127.0.0.1:{otlp_sink.port}",
+            forward_to,
             "--batch-timeout",
             "50ms",
         ],
@@ -162,13 +164,105 @@ def rotel(otlp_sink: OtlpSink, tmp_path: Path) -> Iterator[Rotel]:
     try:
         yield Rotel(pid, grpc_port, http_port, log_file)
     finally:
-        os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and _alive(pid):
-            time.sleep(0.05)
-        if _alive(pid):
-            os.kill(pid, signal.SIGKILL)
+        stop_pid(pid)
         pid_file.unlink(missing_ok=True)
+
+
+@pytest.fixture
+def rotel(otlp_sink: OtlpSink, tmp_path: Path) -> Iterator[Rotel]:
+    """rotel forwarding to the in-test OTLP sink."""
+    with run_rotel(f"http://127.0.0.1:{otlp_sink.port}", tmp_path / "rotel") as collector:
+        yield collector
+
+
+def stop_pid(pid: int, timeout: float = 15.0) -> None:
+    """SIGTERM, wait, then SIGKILL."""
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and _alive(pid):
+        time.sleep(0.05)
+    if _alive(pid):
+        os.kill(pid, signal.SIGKILL)
+
+
+# ------------------------------------------------------------------------------------ Phoenix
+
+PHOENIX_FROM_ENV = os.environ.get("CHRONICLE_TEST_PHOENIX")
+
+
+@dataclass
+class Phoenix:
+    pid: int
+    url: str
+    log: Path
+
+
+@pytest.fixture(scope="session")
+def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Phoenix]:
+    """The Arize Phoenix trace backend (SQLite) on 127.0.0.1, for the whole session; stopped by PID."""
+    binary = Path(PHOENIX_FROM_ENV) if PHOENIX_FROM_ENV else REPO / ".venv-phoenix" / "bin" / "phoenix"
+    if not binary.exists():
+        _service_missing(f"Phoenix not installed (CHRONICLE_TEST_PHOENIX={PHOENIX_FROM_ENV})")
+    workdir = tmp_path_factory.mktemp("phoenix")
+    port, grpc_port = free_port(), free_port()
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "CHRONICLE_", "PHOENIX_"))},
+        "PHOENIX_HOST": "127.0.0.1",
+        "PHOENIX_PORT": str(port),
+        "PHOENIX_GRPC_PORT": str(grpc_port),
+        "PHOENIX_WORKING_DIR": str(workdir),
+        "PHOENIX_TELEMETRY_ENABLED": "false",
+        "PHOENIX_ALLOW_EXTERNAL_RESOURCES": "false",
+        "PHOENIX_ALLOWED_SANDBOX_PROVIDERS": "NONE",
+        "PHOENIX_DISABLE_AGENT_ASSISTANT": "true",
+        "PHOENIX_AGENTS_DISABLE_BASH": "true",
+    }
+    log = workdir / "phoenix.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [str(binary), "serve"],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_http(f"{url}/healthz", proc, log, timeout=120)
+        yield Phoenix(proc.pid, url, log)
+    finally:
+        stop_pid(proc.pid)
+        proc.wait(timeout=30)
+
+
+def _wait_http(url: str, proc: subprocess.Popen[bytes], log: Path, timeout: float) -> None:
+    import urllib.request
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(
+                f"the service exited with {proc.returncode}; log tail:\n{log.read_text(errors='replace')[-3000:]}"
+            )
+        try:
+            with urllib.request.urlopen(url, timeout=2) as resp:
+                if resp.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError(f"{url} not ready within {timeout}s; log tail:\n{log.read_text(errors='replace')[-3000:]}")
+
+
+@pytest.fixture
+def rotel_to_phoenix(phoenix: Phoenix, tmp_path: Path) -> Iterator[Rotel]:
+    """rotel forwarding OTLP/HTTP to Phoenix."""
+    with run_rotel(phoenix.url, tmp_path / "rotel") as collector:
+        yield collector
 
 
 def _alive(pid: int) -> bool:
