@@ -23,6 +23,18 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--failed", action="store_true", help="only traces whose root failed")
     p.add_argument("-n", "--limit", type=int, default=20)
 
+    p = sub.add_parser("pull", help="fetch a trace from a backend or file and write a portable trace file")
+    p.add_argument("trace_id", help="32 hex digits")
+    p.add_argument(
+        "--from",
+        dest="source",
+        required=True,
+        help="phoenix+http://…, jaeger+http://…, tempo+http://…, zipkin+http://…, or a trace file",
+    )
+    p.add_argument("-o", "--output", required=True, help="the portable OTLP/JSON file to write (.gz for gzip)")
+    p.add_argument("--store", help="payload store for truncated payloads (default $CHRONICLE_HOME or ./.chronicle)")
+    p.add_argument("--quiet", action="store_true", help="no progress output")
+
     for name, help_text in (("show", "show a trace's boundaries"), ("gen-test", "write a regression test")):
         p = sub.add_parser(name, help=help_text)
         p.add_argument("trace_id", help="32 hex digits, or latest / latest-failed")
@@ -44,6 +56,8 @@ def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
     try:
         if args.command == "list":
             return _list(args, out)
+        if args.command == "pull":
+            return _pull(args, out)
         trace = _load(args)
         if args.command == "show":
             return _show(trace, out)
@@ -104,6 +118,57 @@ def _show(trace: Trace, out: TextIO) -> int:
     for warning in trace.warnings:
         print(f"warning: {warning}", file=out)
     return 0
+
+
+def _pull(args: argparse.Namespace, out: TextIO) -> int:
+    store = _store(args)
+    payloads = store if (store.path / "chronicle-store.json").exists() else None
+    progress = None if args.quiet else _ProgressBar(sys.stderr)
+    trace = load_trace(args.source, args.trace_id, store=payloads, progress=progress)
+    if progress is not None:
+        progress.done(len(trace.spans))
+    path = trace.save(args.output)
+    missing = [b for b in trace.boundaries for p in (b.raw_input, b.raw_output, b.raw_error) if p and not p.complete]
+    summary = {
+        "trace": trace.trace_id,
+        "file": str(path),
+        "spans": len(trace.spans),
+        "boundaries": len(trace.boundaries),
+        "rehydrated": sum(
+            1
+            for b in trace.boundaries
+            for p in (b.raw_input, b.raw_output, b.raw_error)
+            if p and p.status == "rehydrated"
+        ),
+        "missing_payloads": len(missing),
+    }
+    print(json.dumps(summary), file=out)
+    for warning in trace.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    return 0
+
+
+class _ProgressBar:
+    """A one-line progress display of spans fetched, redrawn in place on a terminal."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.tty = stream.isatty()
+        self.shown = 0
+
+    def __call__(self, count: int) -> None:
+        if count == self.shown:
+            return
+        self.shown = count
+        bar = "#" * min(30, count // 50 + 1)
+        if self.tty:
+            self.stream.write(f"\rfetching spans [{bar:<30}] {count}")
+            self.stream.flush()
+
+    def done(self, total: int) -> None:
+        end = "\n" if self.tty else ""
+        self.stream.write(f"{end if self.shown else ''}fetched {total} spans\n")
+        self.stream.flush()
 
 
 def _slug(text: str) -> str:

@@ -38,9 +38,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from .. import semconv
 from ..errors import TraceLoadError, TraceNotFoundError
 from ..replay import SpanRecord, Trace, build_trace
-from ..store import LocalStore, default_store_path
+from ..store import LocalStore, default_store_path, payload_digest
 from ._files import SUPPORTED_FORMATS, read_path
 from ._http import SOURCES, HttpTraceSource, JaegerSource, PhoenixSource, TempoSource, ZipkinSource
 from ._otlp import merge, spans_of_request
@@ -94,7 +95,7 @@ def source_for(url: str) -> TraceSource:
                 break
     if factory is None:
         known = ", ".join(f"{n}+http://" for n in sorted(_factories))
-        raise TraceLoadError(f"no trace source for {scheme!r} URLs; known: {known}", source=url)
+        raise TraceLoadError(f"no trace source for {name!r} URLs; known: {known}", source=url)
     return factory(url)
 
 
@@ -138,7 +139,7 @@ def load_trace(
         return build_trace(
             chosen,
             list(traces[chosen].values()),
-            fetch=payload_store.get_payload if payload_store is not None else None,
+            fetch=_fetcher(payload_store, chosen),
             allow=allow,
             source=label,
         )
@@ -156,10 +157,48 @@ def load_trace(
     return build_trace(
         chosen,
         list(traces[chosen].values()),
-        fetch=payload_store.get_payload if payload_store is not None else None,
+        fetch=_fetcher(payload_store, chosen),
         allow=allow,
         source=str(path),
     )
+
+
+def _fetcher(store: LocalStore | None, trace_id: str) -> Callable[[str], bytes | None] | None:
+    """Whole payloads by hash: the store's payload table, else the whole attributes of the store's own copy
+    of the trace (a backend may cut attributes that were whole when recorded, e.g. Zipkin at 128 characters)."""
+    if store is None:
+        return None
+    recorded: dict[str, bytes] | None = None
+
+    def fetch(digest: str) -> bytes | None:
+        nonlocal recorded
+        data = store.get_payload(digest)
+        if data is not None:
+            return data
+        if recorded is None:
+            recorded = _whole_attributes(store, trace_id)
+        return recorded.get(digest)
+
+    return fetch
+
+
+def _whole_attributes(store: LocalStore, trace_id: str) -> dict[str, bytes]:
+    found: dict[str, bytes] = {}
+    try:
+        spans = store.read_spans(trace_id)
+    except Exception:  # an unreadable store only means nothing to rehydrate from
+        return found
+    for span in spans:
+        attrs = {kv.get("key"): (kv.get("value") or {}).get("stringValue") for kv in span.get("attributes", ())}
+        for key, hash_key in (
+            (semconv.INPUT, semconv.INPUT_HASH),
+            (semconv.OUTPUT, semconv.OUTPUT_HASH),
+            (semconv.ERROR, semconv.ERROR_HASH),
+        ):
+            text, digest = attrs.get(key), attrs.get(hash_key)
+            if isinstance(text, str) and isinstance(digest, str) and payload_digest(text.encode()) == digest:
+                found[digest] = text.encode()
+    return found
 
 
 def _default_store() -> LocalStore | None:

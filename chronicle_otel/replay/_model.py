@@ -291,7 +291,8 @@ def payload_from_span(
     if text is None:
         return None, None
     if not isinstance(text, str):
-        text = orjson.dumps(text).decode()  # a collector turned the JSON string into structured data
+        # A collector transform parsed the JSON string into a kvlist/array: re-encode it canonically.
+        text = orjson.dumps(text, option=orjson.OPT_SORT_KEYS).decode()
     digest = attrs.get(keys[1])
     if not isinstance(digest, str):
         return Payload(text, None, "unverified"), None
