@@ -124,10 +124,10 @@ def test_corrupt_framing_names_the_message(recorded: Any, tmp_path: Path) -> Non
     good = frame(encode_spans(spans).SerializeToString())
     path = tmp_path / "cut.pb"
     path.write_bytes(good + good[: len(good) // 2])
-    with pytest.raises(chronicle.TraceLoadError, match="message 2 at byte .* the file is truncated"):
+    with pytest.raises(chronicle.TraceLoadError, match=r"message 2 at byte .* the file is truncated"):
         chronicle.load_trace(path)
     (tmp_path / "junk.bin").write_bytes(b"\x00\x00\x00\x05\xff\xff\xff\xff\xff")
-    with pytest.raises(chronicle.TraceLoadError, match="unrecognised trace format.*supported:.*Zipkin"):
+    with pytest.raises(chronicle.TraceLoadError, match=r"unrecognised trace format.*supported:.*Zipkin"):
         chronicle.load_trace(tmp_path / "junk.bin")
     (tmp_path / "noise.bin").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(64))
     with pytest.raises(chronicle.TraceLoadError, match="unrecognised trace format"):
@@ -372,7 +372,7 @@ def test_http_sources(backend: Any, scheme: str) -> None:
 
 
 def test_unknown_scheme_and_unreachable_backend() -> None:
-    with pytest.raises(chronicle.TraceLoadError, match="no trace source for 'datadog'.*phoenix"):
+    with pytest.raises(chronicle.TraceLoadError, match=r"no trace source for 'datadog'.*phoenix"):
         chronicle.load_trace("datadog+http://127.0.0.1:1", "a" * 32)
     with pytest.raises(chronicle.TraceLoadError, match="cannot reach the backend"):
         chronicle.load_trace("jaeger+http://127.0.0.1:9", "a" * 32)
