@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 
 import chronicle_otel as chronicle
+from chronicle_otel.cli import main as cli
 from examples.stock_agent import agent
 from tests.integration import pipeline_agent
 from tests.integration.conftest import REPO, Phoenix, Rotel
@@ -89,10 +91,17 @@ def test_pull_from_phoenix_and_replay(
     kinds = {s["name"]: s["span_kind"] for s in raw["data"]}
     assert kinds["plan"] == "LLM" and kinds["get_quote"] == "TOOL" and kinds["research"] == "RETRIEVER"
 
-    # replay the pulled trace offline: zero model calls, the fixed guardrail blocks the order
+    # chronicle pull writes the portable file; replay it offline: zero model calls, the fix blocks the order
+    out = io.StringIO()
+    portable = tmp_path / "incident.jsonl"
+    url = f"phoenix+{phoenix.url}/?project={project}"
+    assert cli(["pull", trace_id, "--from", url, "-o", str(portable), "--store", str(store), "--quiet"], out=out) == 0
+    summary = json.loads(out.getvalue())
+    assert summary["boundaries"] == len(BOUNDARIES) and summary["missing_payloads"] == 0 and summary["rehydrated"] >= 1
+    pulled = chronicle.load_trace(portable, store=tmp_path / "no-store")  # self-contained
     monkeypatch.setenv("STOCK_AGENT_GUARDRAIL", "v2")
     before = agent.SimulatedLLM.calls
-    with chronicle.replay(remote, stub={"kind:llm", "research"}, emit_spans=False) as run:
+    with chronicle.replay(pulled, stub={"kind:llm", "research"}, emit_spans=False) as run:
         result = run.rerun()
     assert result.status == "blocked"
     assert agent.SimulatedLLM.calls == before

@@ -115,3 +115,39 @@ def test_gen_test_from_a_file(recorder: Recorder, tmp_path: Path) -> None:
     saved = chronicle.load_trace(recorder.store, "latest").save(tmp_path / "incident.jsonl")
     code, out = run("gen-test", "-", "--file", str(saved), "--out", str(tmp_path / "t"))
     assert code == 0 and Path(json.loads(out)["test"]).exists()
+
+
+def test_pull_from_a_collector_file_then_replay(recorder: Recorder, tmp_path: Path) -> None:
+    import struct
+
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+    cli_agent("a question long enough " * 500)  # the input is cut on the span
+    recorder.config.force_flush()
+    message = encode_spans(recorder.spans()).SerializeToString()
+    (tmp_path / "collector.pb").write_bytes(struct.pack(">I", len(message)) + message)
+    tid = recorder.store.list_traces()[0].trace_id
+    code, out = run(
+        "pull",
+        tid,
+        "--from",
+        str(tmp_path / "collector.pb"),
+        "-o",
+        str(tmp_path / "t.jsonl"),
+        "--store",
+        str(recorder.path),
+    )
+    assert code == 0
+    summary = json.loads(out)
+    assert summary == {
+        "trace": tid,
+        "file": str(tmp_path / "t.jsonl"),
+        "spans": 2,
+        "boundaries": 2,
+        "rehydrated": 4,  # input and output of both boundaries
+        "missing_payloads": 0,
+    }
+    trace = chronicle.load_trace(tmp_path / "t.jsonl", store=tmp_path / "nowhere")
+    with chronicle.replay(trace) as replay_run:
+        assert replay_run.rerun() == ("a question long enough " * 500).upper()
+    assert replay_run.report.ok
