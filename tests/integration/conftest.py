@@ -115,6 +115,17 @@ def otlp_sink() -> Iterator[OtlpSink]:
     server.server_close()
 
 
+def rotel_settings() -> dict[str, str]:
+    """The rotel settings shared with CI, from ``collector-config/rotel.env``."""
+    settings = {}
+    for line in (REPO / "collector-config" / "rotel.env").read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            key, _, value = line.partition("=")
+            settings[key.strip()] = value.strip()
+    return settings
+
+
 @dataclass
 class Rotel:
     pid: int
@@ -146,19 +157,12 @@ def run_rotel(forward_to: str, workdir: Path) -> Iterator[Rotel]:
             f"127.0.0.1:{grpc_port}",
             "--otlp-http-endpoint",
             f"127.0.0.1:{http_port}",
-            "--otlp-grpc-max-recv-msg-size-mib",
-            "64",
-            "--exporter",
-            "otlp",
-            "--otlp-exporter-protocol",
-            "http",
             "--otlp-exporter-endpoint",
             forward_to,
-            "--batch-timeout",
-            "50ms",
         ],
         check=True,
         timeout=30,
+        env={**os.environ, **rotel_settings()},
     )
     pid = _wait_ready(pid_file, log_file, http_port)
     try:

@@ -1,0 +1,71 @@
+"""The collector configs users start from: every pipeline names components that are defined."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+CONFIGS = sorted((REPO / "collector-config").glob("*.yaml"))
+
+
+def test_configs_exist() -> None:
+    assert {p.name for p in CONFIGS} == {"otelcol.yaml", "otelcol-tail-sampling.yaml"}
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
+def test_pipelines_name_defined_components(path: Path) -> None:
+    config: dict[str, Any] = yaml.safe_load(path.read_text())
+    pipelines = config["service"]["pipelines"]
+    assert "traces" in pipelines
+    for name, pipeline in pipelines.items():
+        for section in ("receivers", "processors", "exporters"):
+            for component in pipeline.get(section, []):
+                assert component in (config.get(section) or {}), (
+                    f"{path.name}: {name}.{section} uses undefined {component}"
+                )
+    for extension in config["service"].get("extensions", []):
+        assert extension in config["extensions"]
+    traces = pipelines["traces"]
+    assert traces["processors"][0] == "memory_limiter" and traces["processors"][-1] == "batch"
+    assert "file/traces" in traces["exporters"]
+    file_exporter = config["exporters"]["file/traces"]
+    assert file_exporter["format"] == "json"  # the shape chronicle pull reads line by line
+    assert config["receivers"]["otlp"]["protocols"]["grpc"]["max_recv_msg_size_mib"] >= 16
+
+
+def test_tail_sampling_keeps_every_trace_with_an_error() -> None:
+    config = yaml.safe_load((REPO / "collector-config" / "otelcol-tail-sampling.yaml").read_text())
+    policies = config["processors"]["tail_sampling"]["policies"]
+    by_type = {p["type"]: p for p in policies}
+    assert by_type["status_code"]["status_code"]["status_codes"] == ["ERROR"]
+    assert any("chronicle.error.hash" in cond for cond in by_type["ottl_condition"]["ottl_condition"]["span"])
+
+
+def test_compose_mounts_the_config_and_the_file_exporter_output() -> None:
+    compose = yaml.safe_load((REPO / "docker-compose.yml").read_text())
+    services = compose["services"]
+    assert {"otel-collector", "jaeger", "phoenix"} <= set(services)
+    collector = services["otel-collector"]
+    mounts = {m.split(":")[1]: m.split(":")[0] for m in collector["volumes"]}
+    config_file = mounts["/etc/otelcol/otelcol.yaml"]
+    assert (REPO / config_file).exists()
+    config = yaml.safe_load((REPO / config_file).read_text())
+    out_dir = str(Path(config["exporters"]["file/traces"]["path"]).parent)
+    assert out_dir in mounts
+    for exporter in ("otlp/jaeger", "otlphttp/phoenix"):
+        host = config["exporters"][exporter]["endpoint"].split("//")[-1].split(":")[0]
+        assert host in services, f"{exporter} points at {host}, which compose does not run"
+
+
+def test_rotel_settings_are_env_assignments() -> None:
+    lines = [
+        line
+        for line in (REPO / "collector-config" / "rotel.env").read_text().splitlines()
+        if line and not line.startswith("#")
+    ]
+    assert lines and all(line.startswith("ROTEL_") and "=" in line for line in lines)
+    assert "ROTEL_OTLP_GRPC_MAX_RECV_MSG_SIZE_MIB=64" in lines
