@@ -132,17 +132,8 @@ def load_trace(
     if isinstance(source, str) and "://" in source:
         return load_trace(source_for(source), trace_id, store=store, allow=allow, progress=progress)
     if isinstance(source, TraceSource) and not isinstance(source, LocalStore):
-        payload_store = payload_store or _default_store()
-        label = repr(source)
-        traces = merge(source.spans(trace_id, progress) if progress is not None else source.spans(trace_id))
-        chosen = _select(traces, trace_id, label)
-        return build_trace(
-            chosen,
-            list(traces[chosen].values()),
-            fetch=_fetcher(payload_store, chosen),
-            allow=allow,
-            source=label,
-        )
+        spans = source.spans(trace_id, progress) if progress is not None else source.spans(trace_id)
+        return _assemble(spans, trace_id, repr(source), payload_store or _default_store(), allow)
     if isinstance(source, LocalStore) or (Path(source).is_dir() and (Path(source) / _STORE_MANIFEST).exists()):
         local = source if isinstance(source, LocalStore) else LocalStore(source)
         return _from_store(local, trace_id, payload_store or local, tuple(allow))
@@ -151,15 +142,16 @@ def load_trace(
         raise TraceLoadError("a directory that is not a chronicle store", source=path, expected=_STORE_MANIFEST)
     if not path.exists():
         raise TraceLoadError("no such file or store", source=path)
-    payload_store = payload_store or _default_store()
-    traces = merge(read_path(path))
-    chosen = _select(traces, trace_id, path)
+    return _assemble(read_path(path), trace_id, path, payload_store or _default_store(), allow)
+
+
+def _assemble(
+    spans: Iterable[SpanRecord], trace_id: str | None, source: object, store: LocalStore | None, allow: Iterable[str]
+) -> Trace:
+    traces = merge(spans)
+    chosen = _select(traces, trace_id, source)
     return build_trace(
-        chosen,
-        list(traces[chosen].values()),
-        fetch=_fetcher(payload_store, chosen),
-        allow=allow,
-        source=str(path),
+        chosen, list(traces[chosen].values()), fetch=_fetcher(store, chosen), allow=allow, source=str(source)
     )
 
 
