@@ -172,11 +172,22 @@ class _Walker:
 
     def mapping(self, value: Mapping[Any, Any], depth: int) -> Any:
         redact = self.redact
-        if all(type(k) is str for k in value) and TAG not in value:
-            out = {}
+        if TAG not in value:
+            out: dict[str, Any] = {}
+            walk = self.walk
             for k, v in value.items():
-                out[k] = REDACTED if redact is not None and redact(k) else self.walk(v, depth)
-            return out
+                if type(k) is not str:
+                    break  # keys that JSON cannot hold: the tagged form below
+                if redact is not None and redact(k):
+                    out[k] = REDACTED
+                    continue
+                t = type(v)  # the common JSON scalars inline: this loop runs for every key of every payload
+                if t is str or t is bool or v is None or (t is float and math.isfinite(v)):
+                    out[k] = v
+                else:
+                    out[k] = walk(v, depth)
+            else:
+                return out
         items = []
         for k, v in value.items():
             secret = redact is not None and isinstance(k, str) and redact(k)
@@ -200,7 +211,8 @@ def _enc_dict(v: Any, w: _Walker, d: int) -> Any:
 
 
 def _enc_list(v: Any, w: _Walker, d: int) -> Any:
-    return [w.walk(x, d) for x in v]
+    walk = w.walk
+    return [x if type(x) is str else walk(x, d) for x in v]
 
 
 def _enc_tuple(v: Any, w: _Walker, d: int) -> Any:

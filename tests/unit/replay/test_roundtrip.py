@@ -33,6 +33,7 @@ def store(tmp_path: Path) -> chronicle.LocalStore:
     config = chronicle.configure(
         tracer_provider=TracerProvider(id_generator=CountingIds()),
         store=chronicle.StoreOptions(path=tmp_path / ".chronicle", processor="simple", durable=False),
+        redaction=False,  # redaction is lossy on purpose ({"SSN": None} records "[REDACTED]"); tested elsewhere
     )
     assert config.store is not None
     return config.store
