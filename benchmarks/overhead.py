@@ -182,9 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     hand = results["sdk_json"]["min_us"]
     print(f"per-call cost of {args.repeats} x {args.calls} calls, ~1 KB input and output, one process per variant;")
     print("ratios use the fastest repeat of each variant (the least disturbed by the machine)")
-    print(
-        f"{'variant':18s} {'median us':>10s} {'min us':>8s} {'/ sdk_span':>11s} {'/ sdk_json':>11s} {'exported':>14s}"
-    )
+    header = ("variant", "median us", "min us", "/ sdk_span", "/ sdk_json", "exported")
+    print("{:18s} {:>10s} {:>8s} {:>11s} {:>11s} {:>14s}".format(*header))
     for variant in VARIANTS:
         r = results[variant]
         exported = f"{r['exported']}/{r['calls']}" if variant != "bare" else "-"
