@@ -8,7 +8,7 @@ from typing import Any
 
 from ..errors import TraceLoadError
 from ..replay import SpanRecord
-from ._otlp import normalize_id
+from ._otlp import normalize_id, pop_translated_fields
 
 _KINDS = {"internal": 1, "server": 2, "client": 3, "producer": 4, "consumer": 5}
 
@@ -69,14 +69,7 @@ def _span(raw: Mapping[str, Any], processes: Mapping[str, Any], source: object) 
     attrs = _tags(raw.get("tags"))
     # The OTLP -> Jaeger translation moves span kind, status and scope into tags: move them back.
     kind = _KINDS.get(str(attrs.pop("span.kind", "internal")).lower(), 1)
-    status = str(attrs.pop("otel.status_code", "UNSET")).upper()
-    message = str(attrs.pop("otel.status_description", ""))
-    if attrs.get("error") is True and status == "UNSET":
-        status = "ERROR"
-    attrs.pop("error", None) if isinstance(attrs.get("error"), bool) else None
-    scope = str(attrs.pop("otel.scope.name", attrs.pop("otel.library.name", "")))
-    attrs.pop("otel.scope.version", None)
-    attrs.pop("otel.library.version", None)
+    status, message, scope = pop_translated_fields(attrs)
     start = int(raw.get("startTime", 0)) * 1000  # µs -> ns
     end = start + int(raw.get("duration", 0)) * 1000
     events = []
@@ -98,7 +91,7 @@ def _span(raw: Mapping[str, Any], processes: Mapping[str, Any], source: object) 
         start_ns=start,
         end_ns=end,
         attributes=attrs,
-        status=status if status in ("UNSET", "OK", "ERROR") else "UNSET",
+        status=status,
         status_message=message,
         events=tuple(events),
         resource=resource,

@@ -202,3 +202,22 @@ def merge(spans: Iterable[SpanRecord]) -> dict[str, dict[str, SpanRecord]]:
 
 def _completeness(span: SpanRecord) -> tuple[int, int, int]:
     return (1 if span.end_ns else 0, len(span.attributes), len(span.events))
+
+
+def pop_translated_fields(attrs: dict[str, Any]) -> tuple[str, str, str]:
+    """Undo the OTLP -> Jaeger/Zipkin translation, which moves status and scope into tags.
+
+    Removes ``otel.status_code``, ``otel.status_description``, ``error``, ``otel.scope.*`` and ``otel.library.*``
+    from ``attrs`` and returns ``(status, status message, scope name)``.
+    """
+    status = str(attrs.pop("otel.status_code", "UNSET")).upper()
+    message = ""
+    error = attrs.pop("error", None)
+    if error is not None and error is not False:
+        status = "ERROR"
+        message = "" if error is True else str(error)  # Jaeger: a bool tag; Zipkin: the description
+    message = str(attrs.pop("otel.status_description", message))
+    scope = str(attrs.pop("otel.scope.name", attrs.pop("otel.library.name", "")))
+    attrs.pop("otel.scope.version", None)
+    attrs.pop("otel.library.version", None)
+    return (status if status in ("UNSET", "OK", "ERROR") else "UNSET"), message, scope

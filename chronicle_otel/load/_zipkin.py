@@ -8,7 +8,7 @@ from typing import Any
 
 from ..errors import TraceLoadError
 from ..replay import SpanRecord
-from ._otlp import normalize_id
+from ._otlp import normalize_id, pop_translated_fields
 
 _KINDS = {"SERVER": 2, "CLIENT": 3, "PRODUCER": 4, "CONSUMER": 5}
 
@@ -36,15 +36,7 @@ def _span(raw: Mapping[str, Any], source: object) -> SpanRecord:
         raise TraceLoadError("a Zipkin span has no traceId or id", source=source)
     # Zipkin tags are strings; the OTLP -> Zipkin translation puts status and scope there.
     attrs: dict[str, Any] = dict(raw.get("tags") or {})
-    status = str(attrs.pop("otel.status_code", "UNSET")).upper()
-    message = ""
-    if "error" in attrs:
-        message = str(attrs.pop("error"))
-        status = "ERROR"
-    message = str(attrs.pop("otel.status_description", message))
-    scope = str(attrs.pop("otel.scope.name", attrs.pop("otel.library.name", "")))
-    attrs.pop("otel.scope.version", None)
-    attrs.pop("otel.library.version", None)
+    status, message, scope = pop_translated_fields(attrs)
     start = int(raw.get("timestamp", 0)) * 1000  # µs -> ns
     end = start + int(raw.get("duration", 0)) * 1000
     events = []
@@ -70,7 +62,7 @@ def _span(raw: Mapping[str, Any], source: object) -> SpanRecord:
         start_ns=start,
         end_ns=end,
         attributes=attrs,
-        status=status if status in ("UNSET", "OK", "ERROR") else "UNSET",
+        status=status,
         status_message=message,
         events=tuple(events),
         resource=resource,
