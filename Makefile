@@ -36,8 +36,10 @@ ROTEL_BIN = $(shell $(ROTEL_VENV)/bin/python -c 'import os, rotel; print(os.path
 demo: install
 	$(BIN)/python -m examples.stock_agent.demo
 
+# The whole suite, real services included, under branch coverage (gated in pyproject.toml).
 test: install install-services
-	CHRONICLE_TEST_ROTEL=$(ROTEL_BIN) CHRONICLE_TEST_PHOENIX=$(PHOENIX_VENV)/bin/phoenix $(BIN)/python -m pytest
+	CHRONICLE_TEST_ROTEL=$(ROTEL_BIN) CHRONICLE_TEST_PHOENIX=$(PHOENIX_VENV)/bin/phoenix $(BIN)/python -m coverage run -m pytest
+	$(BIN)/python -m coverage report
 
 test-unit: install
 	$(BIN)/python -m pytest tests/unit
