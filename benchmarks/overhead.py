@@ -7,6 +7,8 @@ Each variant runs in its own process (same interpreter, same payloads):
   sdk_json    the SDK span plus input and output json.dumps-ed by hand into two attributes
   boundary    @boundary, BatchSpanProcessor over the ChronicleExporter writing the local store
   boundary_nostore  @boundary with store=False (the call path alone, same processor as sdk_span)
+  nostore_novalues  boundary_nostore with the secret value formats off (key names only): the difference
+                    between the two is the cost of scanning each payload for secrets
 
 Input and output are about 1 KB of JSON each. Usage: python benchmarks/overhead.py [--calls N] [--repeats R] [--json]
 """
@@ -25,7 +27,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-VARIANTS = ["bare", "sdk_span", "sdk_json", "boundary", "boundary_nostore"]
+VARIANTS = ["bare", "sdk_span", "sdk_json", "boundary", "boundary_nostore", "nostore_novalues"]
 
 REQUEST = {
     "messages": [
@@ -103,7 +105,8 @@ def build(variant: str, store_dir: str) -> tuple[Callable[[], Any], Callable[[],
     else:
         exporter = _discarding_exporter()
         provider.add_span_processor(BatchSpanProcessor(exporter))
-        config = chronicle.configure(tracer_provider=provider, store=False)
+        redaction = chronicle.RedactionOptions(value_defaults=False) if variant == "nostore_novalues" else None
+        config = chronicle.configure(tracer_provider=provider, store=False, redaction=redaction)
 
     @chronicle.boundary(kind="llm", name="llm")
     def llm(request: dict[str, Any]) -> dict[str, Any]:

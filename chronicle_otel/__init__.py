@@ -29,6 +29,7 @@ from .errors import (
     ChronicleWarning,
     CodecError,
     ConfigError,
+    LoadLimitError,
     ReplayDivergence,
     ReplayError,
     StoreError,
@@ -36,7 +37,7 @@ from .errors import (
     TraceNotFoundError,
 )
 from .export import ChronicleExporter
-from .load import load_trace
+from .load import LoadLimits, load_trace
 from .replay import Boundary, ReplayedError, ReplayReport, ReplayRun, Trace, replay
 from .store import LocalStore, TraceSummary
 from .version import __version__
@@ -51,6 +52,8 @@ __all__ = [
     "ChronicleWarning",
     "CodecError",
     "ConfigError",
+    "LoadLimitError",
+    "LoadLimits",
     "LocalStore",
     "RedactionOptions",
     "ReplayDivergence",

@@ -43,6 +43,7 @@ import hashlib
 import inspect
 import itertools
 import threading
+import traceback
 import warnings
 import weakref
 from collections.abc import AsyncGenerator, Callable, Generator, Mapping
@@ -63,6 +64,7 @@ from ._session import _SESSION_ATTRS, AttributeValue
 from .codec import CODEC_VERSION, encode
 from .config import ChronicleConfig, get_config
 from .errors import ChronicleWarning, ConfigError
+from .redact import _error_secrets, _redact_json_strings, _scrub_text
 
 __all__ = ["BoundaryDecorator", "BoundaryKind", "call", "boundary", "instrument", "uninstrument"]
 
@@ -107,7 +109,7 @@ _SUPPRESS_KEY: str = getattr(context_api, "_SUPPRESS_INSTRUMENTATION_KEY", "supp
 class _Frame:
     """Per boundary call: counts calls of each boundary name made under it (for call indexes)."""
 
-    __slots__ = ("counters",)
+    __slots__ = ("__weakref__", "counters")
 
     def __init__(self) -> None:
         self.counters: dict[str, itertools.count[int]] = {}
@@ -119,17 +121,17 @@ class _Frame:
         return next(counter)  # atomic under the GIL: concurrent siblings get distinct indexes
 
 
-# Top-level boundaries under a non-boundary span (e.g. an HTTP request span) share a frame per trace.
-_root_frames: dict[int, _Frame] = {}
-_ROOT_FRAMES_MAX = 4096
+# Top-level boundaries under a non-boundary span (e.g. an HTTP request span) share a frame per trace. The frame lives
+# as long as a parent span that used it: no fixed-size table, so no running request ever has its indexes reset.
+_frames_by_trace: weakref.WeakValueDictionary[int, _Frame] = weakref.WeakValueDictionary()
+_frames_by_span: weakref.WeakKeyDictionary[trace_api.Span, _Frame] = weakref.WeakKeyDictionary()
 
 
-def _root_frame(trace_id: int) -> _Frame:
-    frame = _root_frames.get(trace_id)
+def _root_frame(parent: trace_api.Span, trace_id: int) -> _Frame:
+    frame = _frames_by_span.get(parent)
     if frame is None:
-        if len(_root_frames) >= _ROOT_FRAMES_MAX:
-            _root_frames.clear()
-        frame = _root_frames.setdefault(trace_id, _Frame())
+        frame = _frames_by_trace.setdefault(trace_id, _Frame())
+        _frames_by_span[parent] = frame
     return frame
 
 
@@ -309,9 +311,20 @@ def _payload(
     keys: tuple[str, str, str],
     value: Any,
     config: ChronicleConfig,
+    secrets: list[str] | None = None,
 ) -> None:
-    """Encode ``value`` and put it (capped), its hash and its truncation flag into ``attrs``."""
-    data = encode(value, redact=config.redact)
+    """Encode ``value`` (redacted; the values redacted by key name go to ``secrets``) and put it in ``attrs``."""
+    _put(attrs, pending, keys, encode(value, redact=config.redact, secrets=secrets), config)
+
+
+def _put(
+    attrs: dict[str, AttributeValue],
+    pending: list[tuple[str, bytes]],
+    keys: tuple[str, str, str],
+    data: bytes,
+    config: ChronicleConfig,
+) -> None:
+    """Put encoded ``data`` (capped), its hash and its truncation flag into ``attrs``."""
     digest = "sha256:" + hashlib.sha256(data).hexdigest()
     cap = config.max_attribute_length
     if len(data) <= cap:
@@ -331,13 +344,53 @@ _OUTPUT_KEYS = (semconv.OUTPUT, semconv.OUTPUT_HASH, semconv.OUTPUT_TRUNCATED)
 _ERROR_KEYS = (semconv.ERROR, semconv.ERROR_HASH, semconv.ERROR_TRUNCATED)
 
 
+def _exc_message(exc: BaseException) -> str:
+    try:
+        return str(exc)
+    except Exception:
+        return f"<{type(exc).__qualname__}: str() failed>"
+
+
 def _error_envelope(exc: BaseException) -> dict[str, Any]:
     cls = type(exc)
+    return {"type": f"{cls.__module__}.{cls.__qualname__}", "message": _exc_message(exc), "args": list(exc.args)}
+
+
+def _error_payload(exc: BaseException, config: ChronicleConfig, secrets: list[str]) -> bytes:
+    """The encoded error envelope without secrets: every string is scrubbed as the exception event's text is
+    (the values redacted from the input, then the value formats), so replay can compare a new error's message."""
+    redactor = config.redact
+    if redactor is None:
+        return encode(_error_envelope(exc))
+    data = encode(_error_envelope(exc), redact=redactor.redact_key)
+    return _redact_json_strings(data, lambda text: _scrub_text(redactor, text, secrets))
+
+
+# the OpenTelemetry exception event, as the SDK's Span.record_exception writes it
+_EXCEPTION_EVENT = "exception"
+_EXCEPTION_TYPE = "exception.type"
+_EXCEPTION_MESSAGE = "exception.message"
+_EXCEPTION_STACKTRACE = "exception.stacktrace"
+_EXCEPTION_ESCAPED = "exception.escaped"
+
+
+def _record_exception(span: trace_api.Span, exc: BaseException, scrub: Callable[[str], str]) -> None:
+    """``span.record_exception(exc, escaped=True)``, with the message and stack trace passed through ``scrub``."""
+    cls = type(exc)
+    module = cls.__module__
     try:
-        message = str(exc)
+        stacktrace = "".join(traceback.format_exception(cls, exc, exc.__traceback__))
     except Exception:
-        message = f"<{cls.__qualname__}: str() failed>"
-    return {"type": f"{cls.__module__}.{cls.__qualname__}", "message": message, "args": list(exc.args)}
+        stacktrace = ""
+    span.add_event(
+        _EXCEPTION_EVENT,
+        {
+            _EXCEPTION_TYPE: f"{module}.{cls.__qualname__}" if module and module != "builtins" else cls.__qualname__,
+            _EXCEPTION_MESSAGE: scrub(_exc_message(exc)),
+            _EXCEPTION_STACKTRACE: scrub(stacktrace),
+            _EXCEPTION_ESCAPED: "True",
+        },
+    )
 
 
 class _Call:
@@ -347,7 +400,7 @@ class _Call:
     arguments cannot change the record) and all of them are set on the span in one call at the end.
     """
 
-    __slots__ = ("attrs", "config", "ctx", "done", "pending", "recording", "span", "spec", "token")
+    __slots__ = ("attrs", "config", "ctx", "done", "pending", "recording", "secrets", "span", "spec", "token")
 
     def __init__(self, spec: _Spec, config: ChronicleConfig, span: trace_api.Span, ctx: context_api.Context) -> None:
         self.spec = spec
@@ -358,6 +411,7 @@ class _Call:
         self.recording = span.is_recording()
         self.attrs: dict[str, AttributeValue] = {}
         self.pending: list[tuple[str, bytes]] = []
+        self.secrets: list[str] = []  # values redacted by key from the input: scrubbed from an error's text
         self.done = False
 
     def activate(self) -> None:
@@ -407,13 +461,20 @@ class _Call:
         try:
             if self.recording:
                 attrs = self.attrs
-                _payload(attrs, self.pending, _ERROR_KEYS, _error_envelope(exc), self.config)
+                config = self.config
+                redactor = config.redact
+                secrets = _error_secrets(exc, self.secrets) if redactor is not None else []
+
+                def scrub(text: str) -> str:
+                    return text if redactor is None else _scrub_text(redactor, text, secrets)
+
+                _put(attrs, self.pending, _ERROR_KEYS, _error_payload(exc, config, secrets), config)
                 if partial is not None:
-                    _payload(attrs, self.pending, _OUTPUT_KEYS, partial, self.config)
+                    _payload(attrs, self.pending, _OUTPUT_KEYS, partial, config)
                     attrs[semconv.STREAM_STATE] = "error"
                     attrs[semconv.STREAM_ITEMS] = len(partial)
-                self.span.record_exception(exc, escaped=True)
-                self.span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+                _record_exception(self.span, exc, scrub)
+                self.span.set_status(Status(StatusCode.ERROR, scrub(f"{type(exc).__name__}: {_exc_message(exc)}")))
             self._end()
         except Exception as err:
             self._fallback("recording the exception of", err)
@@ -460,8 +521,13 @@ def _begin(
             return None
         frame = parent_ctx.get(_FRAME_KEY)
         if frame is None:
-            parent_span = trace_api.get_current_span(parent_ctx).get_span_context()
-            index = _root_frame(parent_span.trace_id).next_index(spec.name) if parent_span.is_valid else 0
+            parent_span = trace_api.get_current_span(parent_ctx)
+            parent_span_ctx = parent_span.get_span_context()
+            index = (
+                _root_frame(parent_span, parent_span_ctx.trace_id).next_index(spec.name)
+                if parent_span_ctx.is_valid
+                else 0
+            )
         else:
             index = frame.next_index(spec.name)  # type: ignore[attr-defined]
         attrs: dict[str, AttributeValue] = dict(spec.static)
@@ -484,7 +550,7 @@ def _begin(
         call = _Call(spec, config, span, ctx)
         if call.recording and spec.binder is not None:
             bound = spec.binder.bind(args, kwargs, wrapped is not spec.raw and instance is not None)
-            _payload(call.attrs, call.pending, _INPUT_KEYS, bound, config)
+            _payload(call.attrs, call.pending, _INPUT_KEYS, bound, config, call.secrets)
             if spec.genai_args and config.genai_attributes:
                 for param, key in spec.genai_args.items():
                     value = _attribute_scalar(bound.get(param))
@@ -819,7 +885,7 @@ class call:
         if c is not None:
             if c.recording:
                 try:
-                    _payload(c.attrs, c.pending, _INPUT_KEYS, self._input, c.config)
+                    _payload(c.attrs, c.pending, _INPUT_KEYS, self._input, c.config, c.secrets)
                 except Exception as exc:
                     if _errors.RAISE_INTERNAL_ERRORS:
                         raise

@@ -13,9 +13,11 @@ Usage::
     def handle(msg): ...
 
 Each boundary span carries ``chronicle.session.<key>`` for every process-wide and contextual
-variable; inner sessions override outer ones. Values live in a :mod:`contextvars` variable, so
-they follow asyncio tasks and ``contextvars.copy_context()`` into threads, and are restored when
-the block exits, even on error.
+variable; inner sessions override outer ones. Secrets are redacted when the session is created, with
+the rules of the process-wide configuration (key names such as ``api_key``, value formats such as
+``sk-…``): ``session(api_key="sk-…")`` records ``chronicle.session.api_key = "[REDACTED]"``.
+Values live in a :mod:`contextvars` variable, so they follow asyncio tasks and
+``contextvars.copy_context()`` into threads, and are restored when the block exits, even on error.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import Any, TypeVar
 
 from . import semconv
 from .codec import encode
+from .redact import REDACTED, Redactor
 
 __all__ = ["current_session", "session"]
 
@@ -43,28 +46,40 @@ _SESSION_ATTRS: contextvars.ContextVar[Mapping[str, AttributeValue]] = contextva
 )
 
 
-def session_attributes(values: Mapping[str, Any]) -> dict[str, AttributeValue]:
+def session_attributes(values: Mapping[str, Any], redactor: Redactor | None = None) -> dict[str, AttributeValue]:
     """Turn session variables into ``chronicle.session.*`` span attributes.
 
     Strings, booleans, ints that fit in 64 bits and finite floats are kept as they are; anything
-    else is stored as its canonical JSON text.
+    else is stored as its canonical JSON text. With a ``redactor``, a variable whose name is secret
+    becomes ``[REDACTED]`` and secrets inside strings are replaced.
     """
     out: dict[str, AttributeValue] = {}
     for key, value in values.items():
         if not isinstance(key, str) or not key or key.startswith(".") or key.endswith(".") or ".." in key:
             raise ValueError(f"session variable names must be non-empty dotted names, got {key!r}")
-        out[semconv.SESSION_PREFIX + key] = _attribute_value(value)
+        if redactor is not None and redactor.redact_key(key):
+            out[semconv.SESSION_PREFIX + key] = REDACTED
+        else:
+            out[semconv.SESSION_PREFIX + key] = _attribute_value(value, redactor)
     return out
 
 
-def _attribute_value(value: Any) -> AttributeValue:
-    if isinstance(value, (str, bool)):
+def _attribute_value(value: Any, redactor: Redactor | None) -> AttributeValue:
+    if isinstance(value, str):
+        return redactor.redact_text(str(value)) if redactor is not None else value
+    if isinstance(value, bool):
         return value
     if type(value) is int and -(2**63) <= value < 2**63:
         return value
     if type(value) is float and value == value and value not in (float("inf"), float("-inf")):
         return value
-    return encode(value).decode()
+    return encode(value, redact=redactor).decode()
+
+
+def _active_redactor() -> Redactor | None:
+    from .config import get_config  # the configuration imports this module
+
+    return get_config().redact
 
 
 def current_session() -> dict[str, AttributeValue]:
@@ -87,7 +102,7 @@ class session:
     """
 
     def __init__(self, **values: Any) -> None:
-        self._attrs = session_attributes(values)
+        self._attrs = session_attributes(values, _active_redactor())
         self._tokens: list[contextvars.Token[Mapping[str, AttributeValue]]] = []
 
     def __enter__(self) -> session:

@@ -14,10 +14,12 @@ registered with :func:`register_type`. What cannot be encoded becomes
 ``{"$type": "unencodable", "class": ..., "repr": ...}``; cycles and values nested deeper than
 :data:`MAX_DEPTH` are cut the same way.
 
-Decoding is safe: it never unpickles and never imports a module named in the data. Typed objects
-(dataclasses, pydantic models, enums, exceptions) are rebuilt only when their class is registered,
-allowed by module prefix (``allow=["myapp."]``) and already imported; otherwise the decoder
-returns an :class:`UnresolvedObject` that keeps the class name and the plain data.
+Decoding is safe on untrusted data: it never unpickles, never imports a module named in the data and
+never calls anything but the constructor of a class of the kind the tag names (a dataclass, a pydantic
+model, an enum, a namedtuple, an :class:`Exception` subclass) whose own ``__module__`` and
+``__qualname__`` are exactly the recorded name, and that is registered, or allowed by module prefix
+(``allow=["myapp"]``) and already imported; otherwise the decoder returns an :class:`UnresolvedObject`
+that keeps the class name and the plain data. Depth, size and digit limits raise :class:`CodecError`.
 """
 
 from __future__ import annotations
@@ -28,7 +30,6 @@ import dataclasses
 import datetime as _dt
 import enum
 import math
-import re
 import sys
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -39,16 +40,33 @@ from typing import Any, Final
 import orjson
 
 from .errors import CodecError
+from .redact import (
+    DEFAULT_SECRET_PATTERN,
+    REDACTED,
+    KeyFilter,
+    PatternRedactor,
+    Redactor,
+    _ChainedRedactor,
+    _collect_secrets,
+    _map_strings,
+    _redact_json_strings,
+    _SafeRedactor,
+    key_filter,
+)
 
 __all__ = [
     "CODEC_VERSION",
     "DEFAULT_SECRET_PATTERN",
+    "MAX_DECODE_BYTES",
+    "MAX_DECODE_DEPTH",
     "MAX_DEPTH",
+    "MAX_INT_DIGITS",
     "REDACTED",
     "UnresolvedObject",
     "decode",
     "decode_value",
     "encode",
+    "find_loaded_class",
     "key_filter",
     "register_type",
     "to_json_value",
@@ -60,16 +78,10 @@ CODEC_VERSION: Final = "chronicle-json/1"
 MAX_DEPTH: Final = 64
 """Containers nested deeper than this are recorded as ``unencodable``."""
 
-REDACTED: Final = "[REDACTED]"
-"""Replacement for values whose key names a secret."""
-
 TAG: Final = "$type"
 
 _INT64_MIN = -(2**63)
 _UINT64_MAX = 2**64 - 1
-
-KeyFilter = Callable[[str], bool]
-"""Predicate on a mapping key or argument name: True when its value must be redacted."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,12 +150,17 @@ _Encoder = Callable[[Any, "_Walker", int], Any]
 
 
 class _Walker:
-    """One encoding pass: cycle guard and redaction."""
+    """One encoding pass: cycle guard and redaction by key name.
 
-    __slots__ = ("active", "redact")
+    With ``secrets``, the text forms of the values redacted by key are appended to it (so that an error
+    repeating one of them can be scrubbed); this costs nothing until a key matches.
+    """
 
-    def __init__(self, redact: KeyFilter | None) -> None:
+    __slots__ = ("active", "redact", "secrets")
+
+    def __init__(self, redact: KeyFilter | None, secrets: list[str] | None = None) -> None:
         self.redact = redact
+        self.secrets = secrets
         self.active: set[int] = set()
 
     def walk(self, value: Any, depth: int) -> Any:
@@ -156,17 +173,17 @@ class _Walker:
             return value if math.isfinite(value) else {TAG: "float", "value": repr(value)}
         if depth >= MAX_DEPTH:
             return _unencodable(value, "nested deeper than MAX_DEPTH")
-        encoder = _encoder_cache.get(cls)
-        if encoder is None:
-            encoder = _find_encoder(cls)
         ident = id(value)
         if ident in self.active:
-            return {TAG: "unencodable", "class": _qualname(cls), "repr": "<cycle>"}
+            return _unencodable(value, "<cycle>")
         self.active.add(ident)
         try:
+            encoder = _encoder_cache.get(cls)
+            if encoder is None:
+                encoder = _find_encoder(cls)  # may run a hostile metaclass's __getattr__ or __subclasscheck__
             return encoder(value, self, depth + 1)
         except Exception as exc:
-            return _unencodable(value, f"{type(exc).__name__}: {exc}")
+            return _unencodable(value, _reason(exc))
         finally:
             self.active.discard(ident)
 
@@ -180,6 +197,8 @@ class _Walker:
                     break  # keys that JSON cannot hold: the tagged form below
                 if redact is not None and redact(k):
                     out[k] = REDACTED
+                    if self.secrets is not None:
+                        _collect_secrets(v, self.secrets)
                     continue
                 t = type(v)  # the common JSON scalars inline: this loop runs for every key of every payload
                 if t is str or t is bool or v is None or (t is float and math.isfinite(v)):
@@ -191,19 +210,34 @@ class _Walker:
         items = []
         for k, v in value.items():
             secret = redact is not None and isinstance(k, str) and redact(k)
+            if secret and self.secrets is not None:
+                _collect_secrets(v, self.secrets)
             items.append([self.walk(k, depth), REDACTED if secret else self.walk(v, depth)])
         items.sort(key=lambda kv: _canonical(kv[0]))
         return {TAG: "dict", "items": items}
 
 
 def _unencodable(value: Any, reason: str) -> dict[str, Any]:
+    cls = type(value)
+    name = f"{type.__dict__['__module__'].__get__(cls)}.{type.__dict__['__qualname__'].__get__(cls)}"
+    if reason == "<cycle>":
+        return {TAG: "unencodable", "class": name, "repr": reason}
     try:
         text = repr(value)
+        if type(text) is not str:
+            raise TypeError("__repr__ returned a non-string")
     except Exception:
-        text = f"<{type(value).__qualname__} object: repr failed>"
+        text = f"<{name} object: repr failed>"
     if len(text) > 1000:
         text = text[:1000] + "…"
-    return {TAG: "unencodable", "class": _qualname(type(value)), "repr": text, "reason": reason}
+    return {TAG: "unencodable", "class": name, "repr": text, "reason": reason}
+
+
+def _reason(exc: Exception) -> str:
+    try:
+        return f"{type(exc).__name__}: {exc}"[:500]
+    except Exception:
+        return type(exc).__name__
 
 
 def _enc_dict(v: Any, w: _Walker, d: int) -> Any:
@@ -391,47 +425,105 @@ def _canonical(value: Any) -> bytes:
     return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
 
 
-def to_json_value(value: Any, *, redact: KeyFilter | None = None) -> Any:
+def _guarded_key_filter(predicate: KeyFilter) -> KeyFilter:
+    def redact_key(name: str) -> bool:
+        try:
+            return bool(predicate(name))
+        except Exception:  # a failing predicate redacts: never a reason to record a secret
+            return True
+
+    return redact_key
+
+
+def _redactor(redact: KeyFilter | Redactor) -> tuple[KeyFilter, Redactor | None]:
+    """The key predicate and the value redactor (None: keys only) of a ``redact=`` argument."""
+    if isinstance(redact, (PatternRedactor, _SafeRedactor, _ChainedRedactor)):
+        return redact.redact_key, redact
+    if isinstance(redact, Redactor):  # a user's own: its failures must not break encoding
+        safe = _SafeRedactor(redact)
+        return safe.redact_key, safe
+    return _guarded_key_filter(redact), None
+
+
+def to_json_value(value: Any, *, redact: KeyFilter | Redactor | None = None, secrets: list[str] | None = None) -> Any:
     """Turn ``value`` into JSON-native data (dicts, lists, str, numbers, bool, None) with type tags.
 
     Never raises: what cannot be encoded becomes an ``unencodable`` tag.
 
     Args:
         value: any Python value.
-        redact: optional predicate on key names; matching values become :data:`REDACTED`.
+        redact: a :class:`~chronicle_otel.redact.Redactor` (key names and secret values) or a predicate on
+            key names; redacted values become :data:`REDACTED`.
+        secrets: a list that receives the text forms of the values redacted by key name.
     """
-    return _Walker(redact).walk(value, 0)
+    if redact is None:
+        return _Walker(None, secrets).walk(value, 0)
+    key, redactor = _redactor(redact)
+    tree = _Walker(key, secrets).walk(value, 0)
+    return tree if redactor is None else _map_strings(tree, redactor.redact_text)
 
 
-def encode(value: Any, *, redact: KeyFilter | None = None) -> bytes:
+def encode(value: Any, *, redact: KeyFilter | Redactor | None = None, secrets: list[str] | None = None) -> bytes:
     """Encode ``value`` as canonical JSON bytes (UTF-8, sorted keys, no whitespace).
 
-    Equal values give equal bytes, so the sha256 of the result identifies the value.
+    Equal values give equal bytes, so the sha256 of the result identifies the value. With a
+    :class:`~chronicle_otel.redact.Redactor`, the bytes (and so the hash) are those of the redacted value.
     Never raises.
 
     Args:
         value: any Python value.
-        redact: optional predicate on key names; matching values become :data:`REDACTED`.
+        redact: a :class:`~chronicle_otel.redact.Redactor` (key names and secret values) or a predicate on
+            key names; redacted values become :data:`REDACTED`.
+        secrets: a list that receives the text forms of the values redacted by key name.
     """
-    return _canonical(_Walker(redact).walk(value, 0))
+    if redact is None:
+        return _canonical(_Walker(None, secrets).walk(value, 0))
+    if isinstance(redact, PatternRedactor):  # the default: one scan of the encoded bytes
+        return redact.redact_json(_canonical(_Walker(redact.key_predicate, secrets).walk(value, 0)))
+    key, redactor = _redactor(redact)
+    data = _canonical(_Walker(key, secrets).walk(value, 0))
+    if redactor is None:
+        return data
+    fast = getattr(redactor, "redact_json", None)
+    return fast(data) if fast is not None else _redact_json_strings(data, redactor.redact_text)
 
 
 # ---------------------------------------------------------------------------------------------- decode
 
 AllowList = Iterable[str]
 
+MAX_DECODE_DEPTH: Final = 4 * MAX_DEPTH
+"""Values nested deeper than this are refused by the decoder (:class:`~chronicle_otel.errors.CodecError`)."""
+
+MAX_DECODE_BYTES: Final = 256 << 20
+"""Payloads larger than this (bytes of JSON text) are refused by the decoder."""
+
+MAX_INT_DIGITS: Final = 4300
+"""Integers written with more digits than this are refused (parsing them costs quadratic time)."""
+
+_DECODE_ERRORS = (KeyError, TypeError, ValueError, AttributeError, OverflowError, IndexError, ArithmeticError)
+
 
 def decode(data: bytes | str, *, allow: AllowList = ()) -> Any:
-    """Decode bytes written by :func:`encode`.
+    """Decode bytes written by :func:`encode`. Safe on untrusted data.
+
+    Decoding never imports a module, never unpickles and never calls anything but the constructor of a class that is
+    registered with :func:`register_type`, or allowed by ``allow`` and already imported, and whose own
+    ``__module__`` and ``__qualname__`` are exactly the recorded name, of the kind the tag names (a dataclass, a
+    pydantic model, an enum, a namedtuple, an :class:`Exception` subclass). Everything else becomes an
+    :class:`UnresolvedObject`.
 
     Args:
         data: canonical JSON bytes or text.
-        allow: module prefixes whose classes may be rebuilt (``"myapp."`` or ``"myapp.models.Order"``).
+        allow: module prefixes whose classes may be rebuilt (``"myapp."``, ``"myapp"`` or ``"myapp.models.Order"``).
             Classes are only looked up among modules already imported; nothing is imported.
 
     Raises:
-        CodecError: ``data`` is not JSON.
+        CodecError: ``data`` is not chronicle-json, is malformed, nested deeper than :data:`MAX_DECODE_DEPTH` or
+            larger than :data:`MAX_DECODE_BYTES`.
     """
+    if len(data) > MAX_DECODE_BYTES:
+        raise CodecError(f"payload of {len(data)} bytes is larger than MAX_DECODE_BYTES ({MAX_DECODE_BYTES})")
     try:
         tree = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
@@ -441,7 +533,21 @@ def decode(data: bytes | str, *, allow: AllowList = ()) -> Any:
 
 def decode_value(tree: Any, *, allow: AllowList = ()) -> Any:
     """Decode JSON-native data produced by :func:`to_json_value` (see :func:`decode`)."""
-    return _Decoder(tuple(allow)).value(tree)
+    if isinstance(allow, str):
+        allow = (allow,)
+    return _Decoder(tuple(allow)).value(tree, 0)
+
+
+def _allowed(name: str, allow: tuple[str, ...]) -> bool:
+    for prefix in allow:
+        if not isinstance(prefix, str) or not prefix:
+            continue
+        if prefix.endswith("."):
+            if name.startswith(prefix):
+                return True
+        elif name == prefix or name.startswith(prefix + "."):
+            return True
+    return False
 
 
 class _Decoder:
@@ -450,182 +556,341 @@ class _Decoder:
     def __init__(self, allow: tuple[str, ...]) -> None:
         self.allow = allow
 
-    def value(self, v: Any) -> Any:
+    def value(self, v: Any, depth: int) -> Any:
         cls = type(v)
         if cls is list:
-            return [self.value(x) for x in v]
+            if depth >= MAX_DECODE_DEPTH:
+                raise CodecError(f"value nested deeper than MAX_DECODE_DEPTH ({MAX_DECODE_DEPTH})")
+            return [self.value(x, depth + 1) for x in v]
         if cls is dict:
+            if depth >= MAX_DECODE_DEPTH:
+                raise CodecError(f"value nested deeper than MAX_DECODE_DEPTH ({MAX_DECODE_DEPTH})")
             tag = v.get(TAG)
             if tag is None:
-                return {k: self.value(x) for k, x in v.items()}
-            handler = _DECODERS.get(tag)
+                return {k: self.value(x, depth + 1) for k, x in v.items()}
+            handler = _DECODERS.get(tag) if type(tag) is str else None
             if handler is None:
-                return UnresolvedObject(str(tag), str(v.get("class", "")), {k: x for k, x in v.items() if k != TAG})
+                rest = {k: self.value(x, depth + 1) for k, x in v.items() if k != TAG}
+                name = v.get("class")
+                return UnresolvedObject(str(tag)[:200], name if type(name) is str else "", rest)
             try:
-                return handler(self, v)
-            except (KeyError, TypeError, ValueError, AttributeError) as exc:
-                raise CodecError(f"malformed {tag!r} value {v!r}: {exc}") from None
+                return handler(self, v, depth + 1)
+            except CodecError:
+                raise
+            except _DECODE_ERRORS as exc:
+                raise CodecError(f"malformed {tag!r} value: {_short(exc)}") from None
         return v
 
-    def resolve(self, name: str) -> type | None:
+    def resolve(self, name: Any, kind: Callable[[type], bool]) -> type | None:
+        """The class recorded as ``name``, when registered, or allowed and already imported, and of ``kind``."""
+        if type(name) is not str:
+            raise TypeError("'class' must be a string")
         entry = _registry_by_name.get(name)
         if entry is not None:
-            return entry.cls
-        if not any(name == p or name.startswith(p) for p in self.allow):
+            return entry.cls if kind(entry.cls) else None
+        if not _allowed(name, self.allow):
             return None
-        return _find_loaded_class(name)
+        cls = find_loaded_class(name)
+        if cls is None:
+            return None
+        try:
+            return cls if kind(cls) else None
+        except Exception:
+            return None
 
 
-def _find_loaded_class(name: str) -> type | None:
-    """Find ``module.Qual.Name`` among already imported modules; never imports."""
+def _short(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}"
+    return text if len(text) <= 300 else text[:299] + "…"
+
+
+def find_loaded_class(name: str) -> type | None:
+    """The class whose own ``__module__`` and ``__qualname__`` make ``name``, among modules already imported.
+
+    Never imports and never runs code: the qualified name is followed through the ``__dict__`` of the module and of
+    classes defined in it (no ``getattr``, so no module ``__getattr__`` hook and no descriptor runs), and the class
+    found must name itself exactly ``name``: a class reached through another module's namespace
+    (``myapp.tools.subprocess.Popen``) is not found.
+    """
     parts = name.split(".")
     for i in range(len(parts) - 1, 0, -1):
-        module = sys.modules.get(".".join(parts[:i]))
+        module_name = ".".join(parts[:i])
+        module = sys.modules.get(module_name)
         if module is None:
             continue
         obj: Any = module
         for attr in parts[i:]:
-            obj = getattr(obj, attr, None)
-            if obj is None:
+            namespace = getattr(obj, "__dict__", None) if obj is module else _class_dict(obj)
+            if not isinstance(namespace, Mapping):
                 return None
-        return obj if isinstance(obj, type) else None
+            obj = namespace.get(attr)
+            if not isinstance(obj, type):
+                return None
+        cls: type = obj
+        own_module = cls.__dict__.get("__module__")
+        own_qualname = type.__dict__["__qualname__"].__get__(cls)
+        if own_module == module_name and own_qualname == ".".join(parts[i:]):
+            return cls
+        return None
     return None
 
 
-def _dec_int(d: _Decoder, v: dict[str, Any]) -> Any:
-    return int(v["value"])
+def _class_dict(obj: Any) -> Mapping[str, Any] | None:
+    if not isinstance(obj, type):
+        return None
+    namespace = type.__dict__["__dict__"].__get__(obj)
+    return namespace if isinstance(namespace, Mapping) else None
 
 
-def _dec_float(d: _Decoder, v: dict[str, Any]) -> Any:
-    return float(v["value"])
+def _is_dataclass(cls: type) -> bool:
+    return isinstance(cls, type) and "__dataclass_fields__" in _class_dict_chain(cls)
 
 
-def _dec_dict(d: _Decoder, v: dict[str, Any]) -> Any:
+def _class_dict_chain(cls: type) -> set[str]:
+    names: set[str] = set()
+    for base in cls.__mro__:
+        names.update(type.__dict__["__dict__"].__get__(base))
+    return names
+
+
+def _is_pydantic(cls: type) -> bool:
+    pydantic = sys.modules.get("pydantic")
+    base = getattr(pydantic, "BaseModel", None) if pydantic is not None else None
+    return isinstance(base, type) and isinstance(cls, type) and issubclass(cls, base)
+
+
+def _is_namedtuple(cls: type) -> bool:
+    if not (isinstance(cls, type) and issubclass(cls, tuple)):
+        return False
+    fields = next((type.__dict__["__dict__"].__get__(b).get("_fields") for b in cls.__mro__ if b is not tuple), None)
+    return isinstance(fields, tuple) and all(type(f) is str for f in fields)
+
+
+def _is_enum(cls: type) -> bool:
+    return isinstance(cls, type) and issubclass(cls, enum.Enum)
+
+
+def _is_exception(cls: type) -> bool:
+    return isinstance(cls, type) and issubclass(cls, Exception)
+
+
+def _is_any(cls: type) -> bool:
+    return True
+
+
+_BUILTIN_EXCEPTIONS: Final = {
+    f"builtins.{name}": obj
+    for name, obj in vars(builtins).items()
+    if isinstance(obj, type) and issubclass(obj, Exception) and obj.__module__ == "builtins"
+}
+"""Builtin exceptions a recording may name: :class:`Exception` subclasses only (never ``KeyboardInterrupt``,
+``SystemExit``, ``GeneratorExit`` or another ``BaseException``-only class)."""
+
+
+def _str(v: Any, key: str) -> str:
+    value = v[key]
+    if type(value) is not str:
+        raise TypeError(f"{key!r} must be a string")
+    return value
+
+
+def _dec_int(d: _Decoder, v: dict[str, Any], depth: int) -> Any:
+    text = _str(v, "value")
+    if len(text) > MAX_INT_DIGITS + 1:
+        raise CodecError(f"integer with more than MAX_INT_DIGITS ({MAX_INT_DIGITS}) digits")
+    return int(text)
+
+
+def _dec_float(d: _Decoder, v: dict[str, Any], depth: int) -> Any:
+    text = _str(v, "value")
+    if len(text) > 64:
+        raise ValueError("float text longer than 64 characters")
+    return float(text)
+
+
+def _dec_dict(d: _Decoder, v: dict[str, Any], depth: int) -> Any:
     out = {}
     for k, x in v["items"]:
-        key = d.value(k)
-        if isinstance(key, (list, dict)):
-            key = _freeze(key)
-        out[key] = d.value(x)
+        key = d.value(k, depth)
+        if isinstance(key, (list, dict, set)):
+            key = _freeze(key, depth)
+        out[key] = d.value(x, depth)
     return out
 
 
-def _freeze(v: Any) -> Any:
+def _freeze(v: Any, depth: int) -> Any:
+    if depth >= MAX_DECODE_DEPTH:
+        raise CodecError(f"value nested deeper than MAX_DECODE_DEPTH ({MAX_DECODE_DEPTH})")
     if isinstance(v, list):
-        return tuple(_freeze(x) for x in v)
+        return tuple(_freeze(x, depth + 1) for x in v)
     if isinstance(v, dict):
-        return tuple(sorted((k, _freeze(x)) for k, x in v.items()))
+        return tuple(sorted(((k, _freeze(x, depth + 1)) for k, x in v.items()), key=repr))
+    if isinstance(v, set):
+        return frozenset(_freeze(x, depth + 1) for x in v)
     return v
 
 
-def _dec_tuple(d: _Decoder, v: dict[str, Any]) -> Any:
-    return tuple(d.value(x) for x in v["items"])
+def _items(v: dict[str, Any]) -> list[Any]:
+    items = v["items"]
+    if type(items) is not list:
+        raise TypeError("'items' must be a list")
+    return items
 
 
-def _dec_set(d: _Decoder, v: dict[str, Any]) -> Any:
-    items = [_freeze(d.value(x)) for x in v["items"]]
+def _dec_tuple(d: _Decoder, v: dict[str, Any], depth: int) -> Any:
+    return tuple(d.value(x, depth) for x in _items(v))
+
+
+def _dec_set(d: _Decoder, v: dict[str, Any], depth: int) -> Any:
+    items = [_freeze(d.value(x, depth), depth) for x in _items(v)]
     return frozenset(items) if v[TAG] == "frozenset" else set(items)
 
 
-def _dec_bytes(d: _Decoder, v: dict[str, Any]) -> Any:
-    return base64.b64decode(v["b64"], validate=True)
+def _dec_bytes(d: _Decoder, v: dict[str, Any], depth: int) -> Any:
+    return base64.b64decode(_str(v, "b64"), validate=True)
 
 
-def _dec_datetime(d: _Decoder, v: dict[str, Any]) -> Any:
-    value = _dt.datetime.fromisoformat(v["iso"])
+def _dec_datetime(d: _Decoder, v: dict[str, Any], depth: int) -> Any:
+    value = _dt.datetime.fromisoformat(_str(v, "iso"))
     if "tz" in v:
         import zoneinfo  # zone data, never code: ZoneInfo rejects keys that are paths
 
         try:
-            value = value.replace(tzinfo=zoneinfo.ZoneInfo(v["tz"]))
-        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            value = value.replace(tzinfo=zoneinfo.ZoneInfo(_str(v, "tz")))
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):
             raise ValueError(f"unknown time zone {v['tz']!r}") from None
-    return value.replace(fold=v.get("fold", 0))
+    return value.replace(fold=_fold(v))
 
 
-def _dec_date(d: _Decoder, v: dict[str, Any]) -> Any:
-    return _dt.date.fromisoformat(v["iso"])
+def _fold(v: dict[str, Any]) -> int:
+    fold = v.get("fold", 0)
+    if fold not in (0, 1) or type(fold) is not int:
+        raise ValueError("'fold' must be 0 or 1")
+    return fold
 
 
-def _dec_time(d: _Decoder, v: dict[str, Any]) -> Any:
-    return _dt.time.fromisoformat(v["iso"]).replace(fold=v.get("fold", 0))
+def _dec_date(d: _Decoder, v: dict[str, Any], depth: int) -> Any:
+    return _dt.date.fromisoformat(_str(v, "iso"))
 
 
-def _dec_timedelta(d: _Decoder, v: dict[str, Any]) -> Any:
-    return _dt.timedelta(days=v["days"], seconds=v["seconds"], microseconds=v["microseconds"])
+def _dec_time(d: _Decoder, v: dict[str, Any], depth: int) -> Any:
+    return _dt.time.fromisoformat(_str(v, "iso")).replace(fold=_fold(v))
 
 
-def _dec_decimal(d: _Decoder, v: dict[str, Any]) -> Any:
-    return Decimal(v["value"])
+def _dec_timedelta(d: _Decoder, v: dict[str, Any], depth: int) -> Any:
+    parts = [v["days"], v["seconds"], v["microseconds"]]
+    if any(type(p) is not int for p in parts):
+        raise TypeError("timedelta parts must be integers")
+    return _dt.timedelta(days=parts[0], seconds=parts[1], microseconds=parts[2])
 
 
-def _dec_uuid(d: _Decoder, v: dict[str, Any]) -> Any:
-    return uuid.UUID(v["value"])
+def _dec_decimal(d: _Decoder, v: dict[str, Any], depth: int) -> Any:
+    text = _str(v, "value")
+    if len(text) > MAX_INT_DIGITS + 64:
+        raise CodecError(f"decimal with more than MAX_INT_DIGITS ({MAX_INT_DIGITS}) digits")
+    return Decimal(text)
 
 
-def _dec_complex(d: _Decoder, v: dict[str, Any]) -> Any:
-    return complex(d.value(v["real"]), d.value(v["imag"]))
+def _dec_uuid(d: _Decoder, v: dict[str, Any], depth: int) -> Any:
+    return uuid.UUID(_str(v, "value"))
 
 
-def _dec_path(d: _Decoder, v: dict[str, Any]) -> Any:
+def _dec_complex(d: _Decoder, v: dict[str, Any], depth: int) -> Any:
+    real, imag = d.value(v["real"], depth), d.value(v["imag"], depth)
+    if not all(type(x) in (int, float) for x in (real, imag)):
+        raise TypeError("complex parts must be numbers")
+    return complex(real, imag)
+
+
+def _dec_path(d: _Decoder, v: dict[str, Any], depth: int) -> Any:
     from pathlib import Path, PurePosixPath
 
-    return PurePosixPath(v["value"]) if v.get("pure") else Path(v["value"])
+    text = _str(v, "value")
+    return PurePosixPath(text) if v.get("pure") else Path(text)
 
 
-def _dec_enum(d: _Decoder, v: dict[str, Any]) -> Any:
-    value = d.value(v["value"])
-    cls = d.resolve(v["class"])
-    if cls is not None and issubclass(cls, enum.Enum):
-        return cls(value)
-    return UnresolvedObject("enum", v["class"], value)
+def _dec_enum(d: _Decoder, v: dict[str, Any], depth: int) -> Any:
+    value = d.value(v["value"], depth)
+    name = _str(v, "class")
+    cls = d.resolve(name, _is_enum)
+    if cls is not None:
+        try:
+            return cls(value)
+        except Exception:  # the member is gone or renamed since the recording
+            pass
+    return UnresolvedObject("enum", name, value)
 
 
-def _dec_fields(tag: str) -> Callable[[_Decoder, dict[str, Any]], Any]:
-    def dec(d: _Decoder, v: dict[str, Any]) -> Any:
-        data = d.value(v["data"])
-        cls = d.resolve(v["class"])
+def _dec_fields(tag: str, kind: Callable[[type], bool]) -> Callable[[_Decoder, dict[str, Any], int], Any]:
+    def dec(d: _Decoder, v: dict[str, Any], depth: int) -> Any:
+        data = d.value(v["data"], depth)
+        name = _str(v, "class")
+        cls = d.resolve(name, kind)
         if cls is None:
-            return UnresolvedObject(tag, v["class"], data)
-        if tag == "pydantic":
-            return cls.model_validate(data)  # type: ignore[attr-defined]
-        if tag == "namedtuple":
-            return cls(**data)
-        init = {f.name: data[f.name] for f in dataclasses.fields(cls) if f.init and f.name in data}
-        obj = cls(**init)
-        for f in dataclasses.fields(cls):
-            if not f.init and f.name in data:
-                object.__setattr__(obj, f.name, data[f.name])
-        return obj
+            return UnresolvedObject(tag, name, data)
+        if type(data) is not dict:
+            raise TypeError("'data' must be a mapping")
+        try:
+            return _construct(tag, cls, data)
+        except CodecError:
+            raise
+        except Exception as exc:  # the class's own validation refused the recorded data
+            raise CodecError(f"cannot rebuild {name} from the recorded data: {_short(exc)}") from None
 
     return dec
 
 
-def _dec_exception(d: _Decoder, v: dict[str, Any]) -> Any:
-    args = [d.value(a) for a in v.get("args", [])]
-    name = v["class"]
-    cls = getattr(builtins, name[len("builtins.") :], None) if name.startswith("builtins.") else d.resolve(name)
-    if isinstance(cls, type) and issubclass(cls, BaseException):
+def _construct(tag: str, cls: Any, data: dict[str, Any]) -> Any:
+    if tag == "pydantic":
+        return cls.model_validate(data)
+    if tag == "namedtuple":
+        fields = cls._fields
+        if set(data) != set(fields):
+            raise TypeError(f"fields {sorted(map(str, data))} do not match {list(fields)}")
+        return tuple.__new__(cls, [data[f] for f in fields])  # no user code runs: the tuple is built as is
+    fields = dataclasses.fields(cls)
+    init = {f.name: data[f.name] for f in fields if f.init and f.name in data}
+    obj = cls(**init)
+    for f in fields:
+        if not f.init and f.name in data:
+            object.__setattr__(obj, f.name, data[f.name])
+    return obj
+
+
+def _dec_exception(d: _Decoder, v: dict[str, Any], depth: int) -> Any:
+    raw_args = v.get("args", [])
+    if type(raw_args) is not list:
+        raise TypeError("'args' must be a list")
+    args = [d.value(a, depth) for a in raw_args]
+    name = _str(v, "class")
+    message = v.get("message", "")
+    cls = _BUILTIN_EXCEPTIONS.get(name) if name.startswith("builtins.") else d.resolve(name, _is_exception)
+    if cls is not None:
         try:
             return cls(*args)
         except Exception:
             pass
-    return UnresolvedObject("exception", name, {"message": v.get("message", ""), "args": args})
+    return UnresolvedObject("exception", name, {"message": message if type(message) is str else "", "args": args})
 
 
-def _dec_custom(d: _Decoder, v: dict[str, Any]) -> Any:
-    data = d.value(v["data"])
-    entry = _registry_by_name.get(v["class"])
+def _dec_custom(d: _Decoder, v: dict[str, Any], depth: int) -> Any:
+    data = d.value(v["data"], depth)
+    name = _str(v, "class")
+    entry = _registry_by_name.get(name)
     if entry is None:
-        return UnresolvedObject("custom", v["class"], data)
-    return entry.decode(data)
+        return UnresolvedObject("custom", name, data)
+    try:
+        return entry.decode(data)
+    except Exception as exc:
+        raise CodecError(f"the decoder registered for {name} failed: {_short(exc)}") from None
 
 
-def _dec_unencodable(d: _Decoder, v: dict[str, Any]) -> Any:
-    return UnresolvedObject("unencodable", v.get("class", ""), v.get("repr", ""))
+def _dec_unencodable(d: _Decoder, v: dict[str, Any], depth: int) -> Any:
+    name, text = v.get("class", ""), v.get("repr", "")
+    return UnresolvedObject("unencodable", name if type(name) is str else "", text if type(text) is str else "")
 
 
-_DECODERS: dict[str, Callable[[_Decoder, dict[str, Any]], Any]] = {
+_DECODERS: dict[str, Callable[[_Decoder, dict[str, Any], int], Any]] = {
     "int": _dec_int,
     "float": _dec_float,
     "dict": _dec_dict,
@@ -642,48 +907,10 @@ _DECODERS: dict[str, Callable[[_Decoder, dict[str, Any]], Any]] = {
     "complex": _dec_complex,
     "path": _dec_path,
     "enum": _dec_enum,
-    "dataclass": _dec_fields("dataclass"),
-    "pydantic": _dec_fields("pydantic"),
-    "namedtuple": _dec_fields("namedtuple"),
+    "dataclass": _dec_fields("dataclass", _is_dataclass),
+    "pydantic": _dec_fields("pydantic", _is_pydantic),
+    "namedtuple": _dec_fields("namedtuple", _is_namedtuple),
     "exception": _dec_exception,
     "custom": _dec_custom,
     "unencodable": _dec_unencodable,
 }
-
-# A key name is looked up in a bounded cache so redaction costs one dict lookup per key.
-_SECRET_NAMES = (
-    r"pass(word|wd|phrase)?",
-    r"pwd",
-    r"secret([_-]?key)?",
-    r"api[_-]?key",
-    r"(access|refresh|id|auth|bearer|session|csrf)?[_-]?token",
-    r"auth(orization)?",
-    r"credentials?",
-    r"private[_-]?key",
-    r"(set[_-]?)?cookie",
-    r"session[_-]?id",
-    r"jwt",
-    r"ssn",
-    r"(credit[_-]?)?card[_-]?number",
-    r"cvv",
-)
-DEFAULT_SECRET_PATTERN: Final = r"(?i)(?:.*[_.-])?(?:" + "|".join(_SECRET_NAMES) + r")"
-"""Key names whose values are redacted by default: ``password``, ``api_key``, ``openai_api_key``,
-``access_token``, ``Authorization``, ``cookie``… (whole name or last ``_``/``-``/``.`` segment; so
-``max_tokens`` and ``author`` are kept)."""
-
-
-def key_filter(patterns: Iterable[str] = (DEFAULT_SECRET_PATTERN,)) -> KeyFilter:
-    """Build a cached predicate that is True for key names fully matching any of ``patterns``."""
-    regexes = [re.compile(p) for p in patterns]
-    cache: dict[str, bool] = {}
-
-    def matches(key: str) -> bool:
-        hit = cache.get(key)
-        if hit is None:
-            hit = any(r.fullmatch(key) is not None for r in regexes)
-            if len(cache) < 10_000:
-                cache[key] = hit
-        return hit
-
-    return matches

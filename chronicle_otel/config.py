@@ -9,7 +9,7 @@ Usage::
         session={"build_id": "2026.11.29+g3e1a7c4"},
         store=chronicle.StoreOptions(path="/var/lib/agent/.chronicle"),
         capture=chronicle.CaptureOptions(max_attribute_length=16_384),
-        redaction=chronicle.RedactionOptions(keys=[r"(?i)account[_-]?number"]),
+        redaction=chronicle.RedactionOptions(keys=[r"(?i)account[_-]?number"], values=[r"ACME-[0-9]{8}"]),
     )
 
 Every setting resolves in this order: the argument, then its ``CHRONICLE_*`` environment variable
@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import re
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -44,9 +45,9 @@ from . import environment_variables as env
 from ._internal.buffer import DEFAULT_MAX_BYTES, PayloadBuffer
 from ._internal.errors import log_once
 from ._session import AttributeValue, session_attributes
-from .codec import DEFAULT_SECRET_PATTERN, KeyFilter, key_filter
 from .errors import ConfigError
 from .export import ChronicleExporter
+from .redact import DEFAULT_SECRET_PATTERN, DEFAULT_VALUE_PATTERNS, PatternRedactor, Redactor, _chain
 from .store import LocalStore
 from .version import __version__
 
@@ -93,17 +94,36 @@ class CaptureOptions:
 
 @dataclass(frozen=True)
 class RedactionOptions:
-    """Which values are replaced by ``[REDACTED]`` before they leave the process.
+    """What is replaced by ``[REDACTED]`` before it leaves the process (see :mod:`chronicle_otel.redact`).
 
-    A value is redacted when its argument name or mapping key fully matches a pattern. The default
-    list covers passwords, secrets, API keys, tokens, authorization headers, cookies and card numbers
-    (see :data:`chronicle_otel.codec.DEFAULT_SECRET_PATTERN`).
+    A value is redacted whole when its argument name or mapping key matches a key pattern (by default:
+    passwords, secrets, API keys, tokens, authorization headers, cookies, private keys, connection
+    strings, card numbers; :data:`chronicle_otel.redact.DEFAULT_KEY_PATTERNS`). Every string of a payload,
+    an exception's text and a session variable is also searched for secret value formats (OpenAI,
+    Anthropic, AWS, GitHub, Slack, Stripe and Google keys, JWTs, ``Bearer``/``Basic`` credentials, PEM
+    private keys, URL passwords; :data:`chronicle_otel.redact.DEFAULT_VALUE_PATTERNS`), and only the secret
+    is replaced.
+
+    Example::
+
+        RedactionOptions(keys=[r"(?i)iban"], values=[r"ACME-[0-9]{8}"])
     """
 
     keys: Sequence[str] = ()
-    """Extra regular expressions for key names, added to the defaults and ``$CHRONICLE_REDACT_KEYS``."""
+    """Extra regular expressions a secret key name fully matches, added to the defaults and
+    ``$CHRONICLE_REDACT_KEYS``."""
     defaults: bool = True
-    """Include the built-in patterns."""
+    """Include the built-in key patterns."""
+    values: Sequence[str] = ()
+    """Extra regular expressions for secret values, searched in every string, added to the built-in formats and
+    ``$CHRONICLE_REDACT_VALUES``. A match is replaced; where the pattern has a group named ``secret``, only that
+    group is."""
+    value_defaults: bool | None = None
+    """Search for the built-in secret value formats. Default: True, unless ``$CHRONICLE_REDACT_VALUES`` is
+    ``false`` (which also drops its own extra patterns)."""
+    redactor: Redactor | None = None
+    """Your own :class:`~chronicle_otel.redact.Redactor`, asked after the patterns; its exceptions are logged
+    once and swallowed (what it was asked about is then redacted whole)."""
 
 
 def _env_bool(name: str) -> bool | None:
@@ -169,6 +189,8 @@ class ChronicleConfig:
         max_attribute_length: effective cap of payload attributes, in characters.
         genai_attributes: write GenAI attributes on ``llm`` boundaries.
         openinference: write the OpenInference attributes too.
+        redact: the :class:`~chronicle_otel.redact.Redactor` that payloads, errors, session variables and replay
+            comparisons go through; None when redaction is off (``redaction=False``).
     """
 
     enabled: bool
@@ -180,7 +202,7 @@ class ChronicleConfig:
     max_attribute_length: int
     genai_attributes: bool
     openinference: bool = False
-    redact: KeyFilter | None = field(repr=False, default=None)
+    redact: Redactor | None = field(repr=False, default=None)
     payload_buffer: PayloadBuffer | None = field(repr=False, default=None)
     processors: list[SpanProcessor] = field(repr=False, default_factory=list)
     owns_provider: bool = field(repr=False, default=False)
@@ -266,26 +288,66 @@ def get_config() -> ChronicleConfig:
 
 def _unconfigured() -> ChronicleConfig:
     disabled = bool(_env_bool("OTEL_SDK_DISABLED")) or _env_bool(env.CHRONICLE_ENABLED) is False
+    redact = _redactor(RedactionOptions())
     return ChronicleConfig(
         enabled=not disabled,
         service_name=None,
-        session=session_attributes(_env_session()),
+        session=session_attributes(_env_session(), redact),
         tracer_provider=None,
         exporter=None,
         store=None,
         max_attribute_length=_env_int(env.CHRONICLE_MAX_ATTRIBUTE_LENGTH) or _DEFAULT_MAX_ATTRIBUTE_LENGTH,
         genai_attributes=True,
         openinference=bool(_env_bool(env.CHRONICLE_OPENINFERENCE)),
-        redact=key_filter(_redaction_patterns(RedactionOptions())),
+        redact=redact,
     )
 
 
-def _redaction_patterns(options: RedactionOptions) -> list[str]:
-    patterns = [DEFAULT_SECRET_PATTERN] if options.defaults else []
-    patterns.extend(options.keys)
-    raw = os.environ.get(env.CHRONICLE_REDACT_KEYS, "")
-    patterns.extend(p.strip() for p in raw.split(",") if p.strip())
-    return patterns
+def _env_patterns(name: str) -> list[str]:
+    """Comma-separated regular expressions; a comma inside ``{m,n}`` belongs to its pattern."""
+    raw = os.environ.get(name, "")
+    return [p.strip() for p in re.split(r",(?![^{}]*\})", raw) if p.strip()]
+
+
+def _check_keys(source: str, patterns: Sequence[str]) -> None:
+    for pattern in patterns:
+        try:
+            re.compile(pattern)
+        except (re.error, TypeError) as exc:
+            raise ConfigError(source, pattern, f"a regular expression ({exc})") from None
+
+
+def _check_values(source: str, patterns: Sequence[str]) -> None:
+    for pattern in patterns:
+        try:
+            PatternRedactor(keys=(), values=[pattern], formats=())
+        except (ValueError, TypeError) as exc:
+            raise ConfigError(source, pattern, f"a regular expression for secret values ({exc})") from None
+
+
+def _redactor(options: RedactionOptions) -> Redactor:
+    """The redactor of a configuration: key patterns, value patterns, then the user's own."""
+    env_keys = _env_patterns(env.CHRONICLE_REDACT_KEYS)
+    _check_keys("RedactionOptions.keys", options.keys)
+    _check_keys(env.CHRONICLE_REDACT_KEYS, env_keys)
+    keys = [DEFAULT_SECRET_PATTERN] if options.defaults else []
+    keys.extend(options.keys)
+    keys.extend(env_keys)
+    env_off = os.environ.get(env.CHRONICLE_REDACT_VALUES, "").strip().lower() in ("false", "0", "no", "off")
+    env_values = [] if env_off else _env_patterns(env.CHRONICLE_REDACT_VALUES)
+    _check_values("RedactionOptions.values", options.values)
+    _check_values(env.CHRONICLE_REDACT_VALUES, env_values)
+    formats = options.value_defaults if options.value_defaults is not None else not env_off
+    if options.redactor is not None and not isinstance(options.redactor, Redactor):
+        raise ConfigError(
+            "RedactionOptions.redactor", options.redactor, "an object with redact_key() and redact_text()"
+        )
+    patterns = PatternRedactor(
+        keys=keys,
+        values=[*options.values, *env_values],
+        formats=tuple(DEFAULT_VALUE_PATTERNS) if formats else (),
+    )
+    return _chain(patterns, options.redactor)
 
 
 def _otlp_exporter() -> SpanExporter:
@@ -327,7 +389,7 @@ def configure(
             if one is set, else a new one that becomes the global provider.
         store: :class:`StoreOptions`, a store directory, or ``False`` for no local store.
         capture: :class:`CaptureOptions`.
-        redaction: :class:`RedactionOptions`, or ``False`` to redact nothing.
+        redaction: :class:`RedactionOptions`, or ``False`` to redact nothing (neither key names nor value formats).
         otlp: add an OTLP exporter to a provider chronicle creates. Default: ``$CHRONICLE_OTLP``, else when
             ``OTEL_EXPORTER_OTLP_ENDPOINT`` or ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` is set.
         enabled: False to turn recording off. Default: ``$CHRONICLE_ENABLED``, off when ``OTEL_SDK_DISABLED=true``.
@@ -368,14 +430,14 @@ def configure(
         enabled = True if enabled is None else enabled
     enabled = enabled and not sdk_disabled
 
+    redact = None if redaction is False else _redactor(redaction or RedactionOptions())
     values = _env_session()
     values.update(session or {})
     try:
-        session_attrs = session_attributes(values)
+        session_attrs = session_attributes(values, redact)
     except ValueError as exc:
         raise ConfigError("session", session, str(exc)) from None
 
-    redact = None if redaction is False else key_filter(_redaction_patterns(redaction or RedactionOptions()))
     service_name = service_name or os.environ.get("OTEL_SERVICE_NAME") or None
 
     reuse: TracerProvider | None = None

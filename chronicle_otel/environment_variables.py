@@ -14,12 +14,17 @@ __all__ = [
     "CHRONICLE_ENABLED",
     "CHRONICLE_GIT_SHA",
     "CHRONICLE_HOME",
+    "CHRONICLE_HTTP_TIMEOUT",
     "CHRONICLE_MAX_ATTRIBUTE_LENGTH",
+    "CHRONICLE_MAX_COMPRESSION_RATIO",
+    "CHRONICLE_MAX_DECOMPRESSED_BYTES",
+    "CHRONICLE_MAX_RESPONSE_BYTES",
     "CHRONICLE_MODEL_VERSION",
     "CHRONICLE_OPENINFERENCE",
     "CHRONICLE_OTLP",
     "CHRONICLE_PROMPT_VERSION",
     "CHRONICLE_REDACT_KEYS",
+    "CHRONICLE_REDACT_VALUES",
     "CHRONICLE_SESSION",
 ]
 
@@ -104,4 +109,44 @@ CHRONICLE_OPENINFERENCE: Final = "CHRONICLE_OPENINFERENCE"
 
 ``true`` adds the OpenInference attributes (``openinference.span.kind``, ``input.value``, ``output.value`` with
 their mime types) to boundary spans, so Phoenix shows kinds, inputs and outputs. Default: ``false``.
+"""
+
+CHRONICLE_MAX_DECOMPRESSED_BYTES: Final = "CHRONICLE_MAX_DECOMPRESSED_BYTES"
+"""
+.. envvar:: CHRONICLE_MAX_DECOMPRESSED_BYTES
+
+Largest size, in bytes, that a compressed trace file (gzip, zstd, zstd-framed messages) may inflate to when
+loaded; larger files are refused with :class:`~chronicle_otel.errors.LoadLimitError`. Default: 268435456 (256 MiB).
+"""
+
+CHRONICLE_MAX_COMPRESSION_RATIO: Final = "CHRONICLE_MAX_COMPRESSION_RATIO"
+"""
+.. envvar:: CHRONICLE_MAX_COMPRESSION_RATIO
+
+Largest ratio of inflated to compressed size accepted once more than 1 MiB has been inflated (a decompression
+bomb inflates by thousands). Default: 200.
+"""
+
+CHRONICLE_MAX_RESPONSE_BYTES: Final = "CHRONICLE_MAX_RESPONSE_BYTES"
+"""
+.. envvar:: CHRONICLE_MAX_RESPONSE_BYTES
+
+Largest body, in bytes, read from a trace backend for one HTTP request. Default: 268435456 (256 MiB).
+"""
+
+CHRONICLE_HTTP_TIMEOUT: Final = "CHRONICLE_HTTP_TIMEOUT"
+"""
+.. envvar:: CHRONICLE_HTTP_TIMEOUT
+
+Total deadline, in seconds, of one HTTP request to a trace backend: connecting, waiting and reading the whole
+body. Default: 60.
+"""
+
+CHRONICLE_REDACT_VALUES: Final = "CHRONICLE_REDACT_VALUES"
+"""
+.. envvar:: CHRONICLE_REDACT_VALUES
+
+Extra regular expressions (comma separated) for secret values found anywhere in a payload, an exception message or
+a session variable, added to the built-in formats (API keys, tokens, private keys…). ``false`` turns value
+patterns off.
 """

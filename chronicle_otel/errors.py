@@ -7,7 +7,8 @@ The hierarchy::
     ├── CodecError(ValueError)         a payload cannot be decoded
     ├── StoreError(OSError)            the store cannot be read or has an unknown format
     ├── TraceLoadError(ValueError)     a trace source cannot be read
-    │   └── TraceNotFoundError(LookupError)
+    │   ├── TraceNotFoundError(LookupError)
+    │   └── LoadLimitError             a trace exceeds a load limit (size, ratio, time)
     └── ReplayError
         └── ReplayDivergence           a replayed call does not match the recording
 
@@ -24,6 +25,7 @@ __all__ = [
     "ChronicleWarning",
     "CodecError",
     "ConfigError",
+    "LoadLimitError",
     "ReplayDivergence",
     "ReplayError",
     "StoreError",
@@ -104,6 +106,26 @@ class TraceNotFoundError(TraceLoadError, LookupError):
         self.candidates = candidates or []
         hint = f"; available: {', '.join(self.candidates[:10])}" if self.candidates else ""
         super().__init__(f"trace {trace_id} not found{hint}", source=source)
+
+
+class LoadLimitError(TraceLoadError):
+    """Loading a trace would exceed one of the bounds of :class:`~chronicle_otel.load.LoadLimits`.
+
+    Attributes:
+        limit: the :class:`~chronicle_otel.load.LoadLimits` field that was exceeded.
+        value: its value in force.
+        env_var: the environment variable that raises it.
+    """
+
+    def __init__(self, message: str, *, limit: str, value: object, env_var: str, source: object = None) -> None:
+        self.limit = limit
+        self.value = value
+        self.env_var = env_var
+        super().__init__(
+            f"{message}; the limit {limit}={value} protects against hostile input "
+            f"(raise it with LoadLimits({limit}=...) or ${env_var} if this trace is trusted)",
+            source=source,
+        )
 
 
 class ReplayError(ChronicleError):

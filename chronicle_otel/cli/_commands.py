@@ -1,8 +1,10 @@
 from __future__ import annotations
 
 import argparse
+import ast
 import datetime as dt
 import json
+import keyword
 import re
 import sys
 from pathlib import Path
@@ -63,7 +65,7 @@ def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
             return _show(trace, out)
         return _gen_test(trace, args, out)
     except ChronicleError as err:
-        print(f"chronicle: {err}", file=sys.stderr)
+        print(f"chronicle: {_clean(err)}", file=sys.stderr)
         return 2
 
 
@@ -90,16 +92,26 @@ def _list(args: argparse.Namespace, out: TextIO) -> int:
         )
         ms = f"{t.duration_ns / 1e6:9.2f}" if t.duration_ns is not None else f"{'-':>9s}"
         print(
-            f"{t.trace_id}  {started:19s}  {(t.root_boundary or '-')[:20]:20s} {t.span_count:5d} {ms}  {t.status}",
+            f"{t.trace_id}  {started:19s}  {_clean((t.root_boundary or '-')[:20]):20s} {t.span_count:5d} {ms}  "
+            f"{_clean(t.status)}",
             file=out,
         )
     return 0
 
 
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def _clean(text: object) -> str:
+    """``text`` safe for a terminal: control characters (escape sequences, carriage returns, bidi overrides) are
+    shown as ``\\xNN``/``\\uNNNN`` escapes instead of being interpreted."""
+    return _CONTROL.sub(lambda m: ascii(m.group())[1:-1], str(text))
+
+
 def _short(text: str | None, width: int = 100) -> str:
     if text is None:
         return "-"
-    return text if len(text) <= width else text[: width - 1] + "…"
+    return _clean(text if len(text) <= width else text[: width - 1] + "…")
 
 
 def _show(trace: Trace, out: TextIO) -> int:
@@ -107,16 +119,17 @@ def _show(trace: Trace, out: TextIO) -> int:
     for b in trace.boundaries:
         indent = "  " * (len(b.call_key) - 1)
         ms = (b.end_ns - b.start_ns) / 1e6
-        print(f"{indent}{b.kind:9s} {b.name}[{b.call_index}]  {ms:.2f} ms  {b.status}", file=out)
+        head = f"{_clean(b.kind):9s} {_clean(b.name)}[{b.call_index}]  {ms:.2f} ms  {_clean(b.status)}"
+        print(f"{indent}{head}", file=out)
         print(f"{indent}    in : {_short(b.raw_input.text if b.raw_input else None)}", file=out)
         if b.raw_error is not None:
             print(f"{indent}    err: {_short(b.raw_error.text)}", file=out)
         else:
             print(f"{indent}    out: {_short(b.raw_output.text if b.raw_output else None)}", file=out)
     if trace.root is not None and trace.root.session:
-        print("session: " + ", ".join(f"{k}={v}" for k, v in sorted(trace.root.session.items())), file=out)
+        print("session: " + _clean(", ".join(f"{k}={v}" for k, v in sorted(trace.root.session.items()))), file=out)
     for warning in trace.warnings:
-        print(f"warning: {warning}", file=out)
+        print(f"warning: {_clean(warning)}", file=out)
     return 0
 
 
@@ -144,7 +157,7 @@ def _pull(args: argparse.Namespace, out: TextIO) -> int:
     }
     print(json.dumps(summary), file=out)
     for warning in trace.warnings:
-        print(f"warning: {warning}", file=sys.stderr)
+        print(f"warning: {_clean(warning)}", file=sys.stderr)
     return 0
 
 
@@ -172,29 +185,49 @@ class _ProgressBar:
 
 
 def _slug(text: str) -> str:
-    return re.sub(r"[^0-9a-zA-Z_]+", "_", text).strip("_").lower() or "trace"
+    return re.sub(r"[^0-9a-zA-Z_]+", "_", text, flags=re.ASCII).strip("_").lower()[:80] or "trace"
 
 
-def _import_line(root: Boundary) -> str:
-    """The import that defines the root boundary, from its recorded ``module.qualname`` (never executed here)."""
-    module = _module_of(root.function) if root.function else None
-    if not module or module == "__main__":
-        return f"# import the module that defines the boundary {root.name!r} here, so replay can find it\n"
-    return f"import {module}  # noqa: F401 - defines the boundaries replayed here\n"
+def _literal(text: str) -> str:
+    """``text`` as a Python string literal (double-quoted when possible): recorded data enters code only this way."""
+    literal = repr(text)
+    if literal[0] == "'" and "'" not in text and '"' not in text:
+        literal = '"' + literal[1:-1] + '"'
+    if ast.literal_eval(literal) != text:  # pragma: no cover - repr() is a literal by definition
+        raise ChronicleError(f"cannot write {text!r} as a Python literal")
+    return literal
+
+
+def _import_line(root: Boundary, project: Path) -> str:
+    """The import of the module that defines the root boundary, from its recorded ``module.qualname``.
+
+    Recorded names are untrusted: the import is written only when every part is a plain identifier and the
+    top-level package is a file or folder of the project directory itself (never a module of the standard library
+    or of site-packages, whose import could have side effects chosen by whoever wrote the trace). Nothing is
+    imported here.
+    """
+    module = _module_of(root.function) if isinstance(root.function, str) else None
+    if module and module != "__main__" and _in_project(module, project):
+        return f"import {module}  # noqa: F401 - defines the boundaries replayed here\n"
+    return f"# import the module that defines the boundary {_literal(root.name)} here, so replay can find it\n"
 
 
 def _module_of(function: str) -> str | None:
-    """``pkg.mod`` of ``pkg.mod.Class.method``: the longest dotted prefix of identifiers that is importable as is."""
-    parts = function.split(".")
+    """``pkg.mod`` of ``pkg.mod.Class.method``: the dotted prefix of ASCII identifiers, classes dropped."""
     names = []
-    for part in parts[:-1]:
-        if not part.isidentifier():
+    for part in function.split(".")[:-1]:
+        if not (part.isascii() and part.isidentifier()) or keyword.iskeyword(part):
             break
         names.append(part)
     # Without importing, the module/class boundary is unknown: drop trailing capitalised names (classes).
     while len(names) > 1 and names[-1][:1].isupper():
         names.pop()
     return ".".join(names) or None
+
+
+def _in_project(module: str, project: Path) -> bool:
+    top = module.split(".", 1)[0]
+    return (project / top).is_dir() or (project / f"{top}.py").is_file()
 
 
 def _gen_test(trace: Trace, args: argparse.Namespace, out: TextIO) -> int:
@@ -205,30 +238,53 @@ def _gen_test(trace: Trace, args: argparse.Namespace, out: TextIO) -> int:
     directory = Path(args.out)
     trace_file = directory / "traces" / f"{slug}.jsonl"
     test_file = directory / f"test_{slug}.py"
-    trace.save(trace_file)
     stub = args.stub or ["kind:llm"]
-    options = ["stub={" + ", ".join(json.dumps(s) for s in dict.fromkeys(stub)) + "}"]
+    options = ["stub={" + ", ".join(_literal(s) for s in dict.fromkeys(stub)) + "}"]
     if args.live:
-        options.append("live={" + ", ".join(json.dumps(s) for s in dict.fromkeys(args.live)) + "}")
+        options.append("live={" + ", ".join(_literal(s) for s in dict.fromkeys(args.live)) + "}")
     started = dt.datetime.fromtimestamp(root.start_ns / 1e9, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    for expr in args.expect:
+        _check_expression(expr)
     expectations = "".join(f"    assert {expr}\n" for expr in args.expect) or (
         "    # The replay must reproduce the recording: no divergence (checked after the test).\n"
         "    # Add assertions on `result` for the behaviour you expect now.\n"
     )
     source = (
-        f'"""Regression test for trace {trace.trace_id} ({root.name}, recorded {started}).\n\n'
+        f'"""Regression test for trace {trace.trace_id}, recorded {started}.\n\n'
         f"Generated by `chronicle gen-test`. The trace file next to it is self-contained (payloads inlined).\n"
         f'"""\n\n'
         f"from pathlib import Path\n\n"
         f"import pytest\n\n"
-        f"{_import_line(root)}\n"
-        f'TRACE = Path(__file__).parent / "traces" / {json.dumps(trace_file.name)}\n\n\n'
+        f"{_import_line(root, Path.cwd())}\n"
+        f"ROOT_BOUNDARY = {_literal(root.name)}\n"
+        f"TRACE = Path(__file__).parent / {_literal('traces')} / {_literal(trace_file.name)}\n\n\n"
         f"@pytest.mark.chronicle_replay(TRACE, {', '.join(options)})\n"
         f"def test_{slug}(chronicle_replay):\n"
         f"    result = chronicle_replay.rerun()  # an async root runs in its own event loop\n"
         f"{expectations}"
     )
+    _check_module(source, test_file)
+    trace.save(trace_file)
     test_file.parent.mkdir(parents=True, exist_ok=True)
     test_file.write_text(source, encoding="utf-8")
     print(json.dumps({"test": str(test_file), "trace": str(trace_file)}), file=out)
     return 0
+
+
+def _check_expression(expr: str) -> None:
+    try:
+        ast.parse(expr, mode="eval")
+    except SyntaxError as exc:
+        raise ChronicleError(f"--expect {expr!r} is not a Python expression: {exc.msg}") from None
+
+
+def _check_module(source: str, path: Path) -> None:
+    """The generated module parses, and its only top-level statements are the expected kinds."""
+    try:
+        tree = ast.parse(source, filename=str(path))
+    except SyntaxError as exc:  # pragma: no cover - every recorded value enters as a literal
+        raise ChronicleError(f"the generated test would not parse ({exc.msg}); nothing written") from None
+    allowed = (ast.Expr, ast.ImportFrom, ast.Import, ast.Assign, ast.FunctionDef)
+    functions = [node for node in tree.body if isinstance(node, ast.FunctionDef)]
+    if len(functions) != 1 or not all(isinstance(node, allowed) for node in tree.body):  # pragma: no cover
+        raise ChronicleError("the generated test has an unexpected shape; nothing written")

@@ -39,17 +39,19 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from .. import semconv
-from ..errors import TraceLoadError, TraceNotFoundError
+from ..errors import ChronicleError, TraceLoadError, TraceNotFoundError
 from ..replay import SpanRecord, Trace, build_trace
 from ..store import LocalStore, default_store_path, payload_digest
 from ._files import SUPPORTED_FORMATS, read_path
 from ._http import SOURCES, HttpTraceSource, JaegerSource, PhoenixSource, TempoSource, ZipkinSource
+from ._limits import LoadLimits
 from ._otlp import merge, spans_of_request
 
 __all__ = [
     "SUPPORTED_FORMATS",
     "HttpTraceSource",
     "JaegerSource",
+    "LoadLimits",
     "PhoenixSource",
     "TempoSource",
     "TraceSource",
@@ -78,8 +80,11 @@ def register_source(scheme: str, factory: Callable[[str], TraceSource]) -> None:
     _factories[scheme] = factory
 
 
-def source_for(url: str) -> TraceSource:
+def source_for(url: str, *, limits: LoadLimits | None = None) -> TraceSource:
     """The trace source for a URL such as ``phoenix+http://127.0.0.1:6006``.
+
+    ``limits`` goes to factories that take a ``limits`` keyword (the built-in sources do); by default they read
+    :meth:`LoadLimits.from_env`.
 
     Raises:
         TraceLoadError: no source is registered for the URL's scheme.
@@ -94,9 +99,24 @@ def source_for(url: str) -> TraceSource:
                 _factories[name] = factory
                 break
     if factory is None:
+        from ._http import _strip_userinfo
+
         known = ", ".join(f"{n}+http://" for n in sorted(_factories))
-        raise TraceLoadError(f"no trace source for {name!r} URLs; known: {known}", source=url)
+        raise TraceLoadError(f"no trace source for {name!r} URLs; known: {known}", source=_strip_userinfo(url))
+    if limits is not None and _accepts_limits(factory):
+        return factory(url, limits=limits)  # type: ignore[call-arg]
     return factory(url)
+
+
+def _accepts_limits(factory: Callable[..., object]) -> bool:
+    if isinstance(factory, type) and issubclass(factory, HttpTraceSource):
+        return True
+    import inspect
+
+    try:
+        return "limits" in inspect.signature(factory).parameters
+    except (TypeError, ValueError):  # no signature to inspect
+        return False
 
 
 _STORE_MANIFEST = "chronicle-store.json"
@@ -109,8 +129,12 @@ def load_trace(
     store: LocalStore | str | os.PathLike[str] | None = None,
     allow: Iterable[str] = (),
     progress: Callable[[int], None] | None = None,
+    limits: LoadLimits | None = None,
 ) -> Trace:
     """Load one recorded run.
+
+    The source is untrusted input: whatever it holds, loading raises only the package's own errors, and
+    ``limits`` bound what it may cost (compressed files inflate in bounded steps).
 
     Args:
         source: a :class:`~chronicle_otel.store.LocalStore`, a store directory, a trace file, a backend URL
@@ -120,17 +144,21 @@ def load_trace(
         store: the payload store to rehydrate truncated payloads from.
         allow: module prefixes whose classes payload decoding may rebuild (registered types always are).
         progress: called with the number of spans fetched so far (backends that page).
+        limits: bounds on size, inflation and time; by default :meth:`LoadLimits.from_env`.
 
     Returns:
         The :class:`~chronicle_otel.replay.Trace`.
 
     Raises:
         TraceNotFoundError: the trace id is not in the source.
+        LoadLimitError: the source exceeds one of ``limits``.
         TraceLoadError: the source cannot be read, is not trace data, or holds several traces and no id was given.
     """
     payload_store = _payload_store(store)
     if isinstance(source, str) and "://" in source:
-        return load_trace(source_for(source), trace_id, store=store, allow=allow, progress=progress)
+        return load_trace(
+            source_for(source, limits=limits), trace_id, store=store, allow=allow, progress=progress, limits=limits
+        )
     if isinstance(source, TraceSource) and not isinstance(source, LocalStore):
         spans = source.spans(trace_id, progress) if progress is not None else source.spans(trace_id)
         return _assemble(spans, trace_id, repr(source), payload_store or _default_store(), allow)
@@ -142,7 +170,7 @@ def load_trace(
         raise TraceLoadError("a directory that is not a chronicle store", source=path, expected=_STORE_MANIFEST)
     if not path.exists():
         raise TraceLoadError("no such file or store", source=path)
-    return _assemble(read_path(path), trace_id, path, payload_store or _default_store(), allow)
+    return _assemble(read_path(path, limits=limits), trace_id, path, payload_store or _default_store(), allow)
 
 
 def _assemble(
@@ -177,19 +205,21 @@ def _fetcher(store: LocalStore | None, trace_id: str) -> Callable[[str], bytes |
 def _whole_attributes(store: LocalStore, trace_id: str) -> dict[str, bytes]:
     found: dict[str, bytes] = {}
     try:
-        spans = store.read_spans(trace_id)
-    except Exception:  # an unreadable store only means nothing to rehydrate from
+        spans = [span for request in store.read_requests(trace_id) for span in spans_of_request(request)]
+    except ChronicleError:  # an unreadable store only means nothing to rehydrate from
         return found
     for span in spans:
-        attrs = {kv.get("key"): (kv.get("value") or {}).get("stringValue") for kv in span.get("attributes", ())}
+        attrs = span.attributes
         for key, hash_key in (
             (semconv.INPUT, semconv.INPUT_HASH),
             (semconv.OUTPUT, semconv.OUTPUT_HASH),
             (semconv.ERROR, semconv.ERROR_HASH),
         ):
             text, digest = attrs.get(key), attrs.get(hash_key)
-            if isinstance(text, str) and isinstance(digest, str) and payload_digest(text.encode()) == digest:
-                found[digest] = text.encode()
+            if isinstance(text, str) and isinstance(digest, str):
+                data = text.encode("utf-8", "surrogatepass")
+                if payload_digest(data) == digest:
+                    found[digest] = data
     return found
 
 
@@ -236,6 +266,8 @@ def _from_store(local: LocalStore, trace_id: str | None, payloads: LocalStore, a
                 source=local.path,
             )
         trace_id = summaries[0].trace_id
+        if not isinstance(trace_id, str):
+            raise TraceLoadError("the store's index lists a trace id that is not text", source=local.path)
     wanted = trace_id.strip().lower()
     spans: list[SpanRecord] = []
     for number, request in enumerate(local.read_requests(wanted), 1):
@@ -243,7 +275,7 @@ def _from_store(local: LocalStore, trace_id: str | None, payloads: LocalStore, a
     if not spans:
         recent = [t.trace_id for t in local.list_traces(limit=10)]
         raise TraceNotFoundError(trace_id, source=local.path, candidates=recent)
-    merged = merge(spans)
-    return build_trace(
-        wanted, list(merged[wanted].values()), fetch=payloads.get_payload, allow=allow, source=str(local.path)
-    )
+    merged = merge(spans).get(wanted)
+    if not merged:
+        raise TraceLoadError(f"the store's lines for trace {wanted} hold none of its spans", source=local.path)
+    return build_trace(wanted, list(merged.values()), fetch=payloads.get_payload, allow=allow, source=str(local.path))

@@ -1,22 +1,43 @@
-"""Read trace data from bytes in any supported format: detect compression, framing and model."""
+"""Read trace data from bytes in any supported format: detect compression, framing and model.
+
+Trace files are untrusted. Compressed data is inflated in bounded steps, and inflating stops at the first
+bound of :class:`~chronicle_otel.load.LoadLimits` crossed (total size, or ratio once past 1 MiB), counted over
+the whole file: whole-file compression and zstd-compressed messages alike. A plain file larger than the size
+bound is refused before it is read.
+"""
 
 from __future__ import annotations
 
-import gzip
+import os
+import re
 import struct
-from collections.abc import Iterator
+import zlib
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 import orjson
 
-from ..errors import TraceLoadError
+from ..errors import LoadLimitError, TraceLoadError
 from ..replay import SpanRecord
 from . import _jaeger, _phoenix, _zipkin
+from ._limits import ENV_VARS, MIB, LoadLimits
 from ._otlp import is_otlp, spans_of_request
 
 _GZIP = b"\x1f\x8b"
 _ZSTD = b"\x28\xb5\x2f\xfd"
+_GZIP_WBITS = 16 + zlib.MAX_WBITS  # gzip header and trailer (CRC, length) checked by zlib
+_READ_CHUNK = 64 * 1024
+"""Compressed bytes read from a file at a time."""
+_GZIP_STEP = MIB
+"""Most bytes one inflate step may produce."""
+_ZSTD_FEED = 1024
+"""Compressed bytes given to zstd per step: a 4-byte block inflates to at most 128 KiB, so at most 32 MiB out."""
+_RATIO_FLOOR = MIB
+_NON_SPACE = re.compile(rb"\S")
+
+Buffer: TypeAlias = "bytes | bytearray | memoryview"
+"""Bytes of trace data: read, inflated or a view of one message."""
 
 SUPPORTED_FORMATS = (
     "OTLP/JSON: one ExportTraceServiceRequest per line (Collector file exporter, format json) or one document",
@@ -37,69 +58,233 @@ def _unsupported(source: object, why: str, line: int | None = None) -> TraceLoad
     return TraceLoadError(f"unrecognised trace format ({why}); supported: {listing}", source=source, line=line)
 
 
-def _zstd(data: bytes, source: object) -> bytes:
+class _Budget:
+    """What reading one source may inflate: counts every decompressed byte against the limits."""
+
+    __slots__ = ("compressed", "inflated", "limits", "source")
+
+    def __init__(self, limits: LoadLimits, source: object) -> None:
+        self.limits = limits
+        self.source = source
+        self.inflated = 0
+        self.compressed = 0
+
+    def whole(self, size: int) -> None:
+        """Refuse plain data larger than the size bound before it is parsed."""
+        bound = self.limits.max_decompressed_bytes
+        if size > bound:
+            raise LoadLimitError(
+                f"the trace data is {size} bytes, more than max_decompressed_bytes",
+                limit="max_decompressed_bytes",
+                value=bound,
+                env_var=ENV_VARS["max_decompressed_bytes"],
+                source=self.source,
+            )
+
+    def add(self, produced: int, consumed: int) -> None:
+        """Count one inflate step; raise as soon as a bound is crossed."""
+        self.inflated += produced
+        self.compressed += consumed
+        bound = self.limits.max_decompressed_bytes
+        if self.inflated > bound:
+            raise LoadLimitError(
+                f"compressed data inflates to more than {bound} bytes (stopped after {self.compressed} compressed "
+                "bytes)",
+                limit="max_decompressed_bytes",
+                value=bound,
+                env_var=ENV_VARS["max_decompressed_bytes"],
+                source=self.source,
+            )
+        ratio = self.limits.max_compression_ratio
+        if self.inflated > _RATIO_FLOOR and self.inflated > ratio * self.compressed:
+            raise LoadLimitError(
+                f"compressed data inflates more than {ratio:g} times ({self.inflated} bytes from "
+                f"{self.compressed}); a decompression bomb?",
+                limit="max_compression_ratio",
+                value=ratio,
+                env_var=ENV_VARS["max_compression_ratio"],
+                source=self.source,
+            )
+
+
+def _gunzip(chunks: Iterable[Buffer], budget: _Budget) -> bytearray:
+    """Inflate gzip data (one or more members, zero padding between them) in bounded steps."""
+    out = bytearray()  # grows in place: no second copy of the inflated data
+    member: Any = None
+    try:
+        for chunk in chunks:
+            pending = bytes(chunk)
+            while True:
+                if member is None:
+                    pending = pending.lstrip(b"\0")
+                    if not pending:
+                        break
+                    member = zlib.decompressobj(_GZIP_WBITS)
+                piece = member.decompress(pending, _GZIP_STEP)
+                rest = member.unused_data if member.eof else member.unconsumed_tail
+                budget.add(len(piece), len(pending) - len(rest))
+                out += piece
+                pending = rest
+                if member.eof:
+                    member = None
+                elif not pending and len(piece) < _GZIP_STEP:
+                    break
+    except zlib.error as exc:
+        raise TraceLoadError(f"corrupt gzip data ({exc})", source=budget.source) from None
+    if member is not None:
+        raise TraceLoadError("truncated gzip data: the file ends inside a member", source=budget.source)
+    return out
+
+
+def _zstandard(source: object) -> Any:
     try:
         import zstandard
     except ImportError:
         raise TraceLoadError(
             "zstd-compressed data needs the zstandard package: pip install 'chronicle-otel[zstd]'", source=source
         ) from None
+    return zstandard
+
+
+def _unzstd(chunks: Iterable[Buffer], budget: _Budget) -> bytearray:
+    """Inflate zstd data (one or more frames) a little input at a time, so each step's output stays bounded."""
+    zstandard = _zstandard(budget.source)
+    context = zstandard.ZstdDecompressor()
+    out = bytearray()
+    frame: Any = None
     try:
-        return zstandard.ZstdDecompressor().decompressobj().decompress(data) if data else b""
+        for chunk in chunks:
+            view = memoryview(chunk)
+            for start in range(0, len(view), _ZSTD_FEED):
+                pending: Buffer = view[start : start + _ZSTD_FEED]
+                while pending:
+                    if frame is None:
+                        frame = context.decompressobj()
+                    piece = frame.decompress(pending)
+                    rest = b""
+                    if frame.eof:
+                        rest = frame.unused_data
+                        frame = None
+                    budget.add(len(piece), len(memoryview(pending)) - len(rest))
+                    out += piece
+                    pending = rest
     except zstandard.ZstdError as exc:
-        raise TraceLoadError(f"corrupt or truncated zstd data ({exc})", source=source) from None
+        raise TraceLoadError(f"corrupt zstd data ({exc})", source=budget.source) from None
+    if frame is not None:
+        raise TraceLoadError("truncated zstd data: the file ends inside a frame", source=budget.source)
+    return out
 
 
-def read_path(path: Path) -> Iterator[SpanRecord]:
-    """Every span in a trace file of any supported format."""
+def _file_chunks(handle: Any, head: bytes) -> Iterator[Buffer]:
+    if head:
+        yield head
+    while chunk := handle.read(_READ_CHUNK):
+        yield chunk
+
+
+def _slices(data: Buffer) -> Iterator[Buffer]:
+    view = memoryview(data)
+    for start in range(0, len(view), _READ_CHUNK):
+        yield view[start : start + _READ_CHUNK]
+
+
+def _read_file(path: Path, budget: _Budget) -> bytes | bytearray:
     try:
-        data = path.read_bytes()
+        with open(path, "rb") as handle:
+            head = handle.read(4)
+            if head[:2] == _GZIP:
+                return _gunzip(_file_chunks(handle, head), budget)
+            if head == _ZSTD:
+                return _unzstd(_file_chunks(handle, head), budget)
+            bound = budget.limits.max_decompressed_bytes
+            budget.whole(_size(handle))
+            if handle.seekable():
+                handle.seek(0)
+                data = handle.read(bound + 1)  # the file may grow after the size check
+            else:
+                data = head + handle.read(bound + 1 - len(head))
+            budget.whole(len(data))
+            return data
     except OSError as exc:
-        raise TraceLoadError(f"cannot read ({exc.strerror})", source=path) from None
-    yield from read_bytes(data, path)
+        raise TraceLoadError(f"cannot read ({exc.strerror or exc})", source=path) from None
 
 
-def read_bytes(data: bytes, source: object) -> Iterator[SpanRecord]:
-    """Every span in ``data``: compression, framing and model are detected."""
+def _size(handle: Any) -> int:
+    return os.fstat(handle.fileno()).st_size
+
+
+def read_path(path: Path, *, limits: LoadLimits | None = None) -> Iterator[SpanRecord]:
+    """Every span in a trace file of any supported format.
+
+    Args:
+        path: the file.
+        limits: bounds on what reading it may inflate; by default :meth:`LoadLimits.from_env`.
+
+    Raises:
+        LoadLimitError: the file is larger, or inflates to more, than ``limits`` allow.
+        TraceLoadError: the file cannot be read or is not trace data.
+    """
+    budget = _Budget(limits or LoadLimits.from_env(), path)
+    data = _read_file(path, budget)
+    yield from _parse(data, path, budget)
+
+
+def read_bytes(data: bytes, source: object, *, limits: LoadLimits | None = None) -> Iterator[SpanRecord]:
+    """Every span in ``data``: compression, framing and model are detected.
+
+    Raises:
+        LoadLimitError: ``data`` is larger, or inflates to more, than ``limits`` allow.
+        TraceLoadError: ``data`` is not trace data.
+    """
+    budget = _Budget(limits or LoadLimits.from_env(), source)
+    inflated: bytes | bytearray = data
     if data[:2] == _GZIP:
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError) as exc:
-            raise TraceLoadError(f"corrupt or truncated gzip ({exc})", source=source) from None
+        inflated = _gunzip(_slices(data), budget)
     elif data[:4] == _ZSTD:
-        data = _zstd(data, source)
-    if not data.strip():
+        inflated = _unzstd(_slices(data), budget)
+    else:
+        budget.whole(len(data))
+    yield from _parse(inflated, source, budget)
+
+
+def _parse(data: bytes | bytearray, source: object, budget: _Budget) -> Iterator[SpanRecord]:
+    first = _NON_SPACE.search(data)
+    if first is None:
         raise TraceLoadError("empty file", source=source, expected="trace data")
-    if data.lstrip()[:1] in (b"{", b"["):
+    if data[first.start() : first.start() + 1] in (b"{", b"["):
         yield from _json(data, source)
         return
-    yield from _framed(data, source)
+    yield from _framed(data, source, budget)
 
 
 def spans_of_document(doc: Any, source: object, line: int | None = None) -> Iterator[SpanRecord]:
-    """The spans of one parsed JSON document, whatever model it follows."""
+    """The spans of one parsed JSON document, whatever model it follows.
+
+    Raises:
+        TraceLoadError: the document follows no supported model, or a field has the wrong type or range.
+    """
     if isinstance(doc, dict):
         if "result" in doc and isinstance(doc["result"], dict):  # Jaeger v3 API
             doc = doc["result"]
         elif "trace" in doc and isinstance(doc["trace"], dict):  # Tempo v2
             doc = doc["trace"]
     if _phoenix.is_phoenix(doc):
-        yield from _phoenix.spans(doc, source=f"{source}:{line}" if line else source)
+        yield from _phoenix.spans(doc, source=source, line=line)
     elif _jaeger.is_jaeger(doc):
-        yield from _jaeger.spans(doc, source=f"{source}:{line}" if line else source)
+        yield from _jaeger.spans(doc, source=source, line=line)
     elif _zipkin.is_zipkin(doc):
-        yield from _zipkin.spans(doc, source=f"{source}:{line}" if line else source)
+        yield from _zipkin.spans(doc, source=source, line=line)
     elif isinstance(doc, list) and all(is_otlp(item) for item in doc):
         for item in doc:
             yield from spans_of_request(item, source=source, line=line)
     elif is_otlp(doc):
         yield from spans_of_request(doc, source=source, line=line)
     else:
-        keys = ", ".join(sorted(map(str, doc))[:8]) if isinstance(doc, dict) else type(doc).__name__
+        keys = ", ".join(sorted(str(k)[:40] for k in doc)[:8]) if isinstance(doc, dict) else type(doc).__name__
         raise _unsupported(source, f"a JSON document with {keys or 'nothing'}", line)
 
 
-def _json(data: bytes, source: object) -> Iterator[SpanRecord]:
+def _json(data: bytes | bytearray, source: object) -> Iterator[SpanRecord]:
     try:
         whole = orjson.loads(data)
     except orjson.JSONDecodeError:
@@ -107,7 +292,7 @@ def _json(data: bytes, source: object) -> Iterator[SpanRecord]:
     else:
         yield from spans_of_document(whole, source, 1)
         return
-    lines = data.split(b"\n")
+    lines: list[bytes | bytearray] = list(data.split(b"\n"))
     last = max(i for i, line in enumerate(lines) if line.strip())
     for number, line in enumerate(lines, 1):
         if not line.strip():
@@ -115,7 +300,7 @@ def _json(data: bytes, source: object) -> Iterator[SpanRecord]:
         try:
             doc = orjson.loads(line)
         except orjson.JSONDecodeError as exc:
-            if number - 1 == last and not data.endswith(b"\n"):
+            if number - 1 == last and not data.endswith(b"\n") and exc.pos >= len(line.rstrip()):
                 raise TraceLoadError(
                     f"the last line ends mid-record ({exc}); the file is truncated",
                     source=source,
@@ -128,11 +313,12 @@ def _json(data: bytes, source: object) -> Iterator[SpanRecord]:
         yield from spans_of_document(doc, source, number)
 
 
-def _framed(data: bytes, source: object) -> Iterator[SpanRecord]:
+def _framed(data: Buffer, source: object, budget: _Budget) -> Iterator[SpanRecord]:
     """The Collector file exporter's framing: a 4-byte big-endian size, then the (maybe zstd) message."""
     from google.protobuf.message import DecodeError
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+    data = memoryview(data)  # messages are views: no copy of the file per message
     offset, number = 0, 0
     while offset < len(data):
         number += 1
@@ -152,9 +338,10 @@ def _framed(data: bytes, source: object) -> Iterator[SpanRecord]:
             )
         offset += 4 + size
         if body[:4] == _ZSTD:
-            body = _zstd(body, source)
+            body = memoryview(_unzstd([body], budget))
         where = f"{source} (message {number})"
-        if body.lstrip()[:1] == b"{":
+        first = _NON_SPACE.search(body)
+        if first is not None and bytes(body[first.start() : first.start() + 1]) == b"{":
             try:
                 doc = orjson.loads(body)
             except orjson.JSONDecodeError as exc:

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ..errors import TraceLoadError
 from ..replay import SpanRecord
-from ._otlp import normalize_id, pop_translated_fields
+from ._otlp import Where, normalize_id, pop_translated_fields
 
 _KINDS = {"internal": 1, "server": 2, "client": 3, "producer": 4, "consumer": 5}
+_MICROS_MAX = 2**63 // 1000
 
 
 def is_jaeger(doc: Any) -> bool:
@@ -22,71 +22,98 @@ def is_jaeger(doc: Any) -> bool:
     return isinstance(doc, Mapping) and "spans" in doc and "processes" in doc
 
 
-def _tag_value(tag: Mapping[str, Any]) -> Any:
-    kind = str(tag.get("type", "string")).lower()
+def _tag_value(tag: Mapping[str, Any], at: Where, field: str) -> Any:
+    kind = at.text(tag.get("type"), f"{field}.type", "string").lower()
     value: Any = tag.get("value")
     if kind == "int64":
-        return int(value)  # may arrive as a number or, for large values, a string
+        return at.integer(value, f"{field}.value")  # a number or, for large values, a string
     if kind == "float64":
-        return float(value)
+        return at.real(value, f"{field}.value")
     if kind == "bool":
-        return value if isinstance(value, bool) else str(value).lower() == "true"
+        if isinstance(value, bool):
+            return value
+        return at.scalar_text(value, f"{field}.value").lower() == "true"
     if kind == "binary":
-        return base64.b64decode(value) if isinstance(value, str) else value
-    return value
+        return at.base64(value, f"{field}.value")
+    return at.scalar_text(value, f"{field}.value")
 
 
-def _tags(tags: Any) -> dict[str, Any]:
-    return {str(t.get("key")): _tag_value(t) for t in tags or ()}
+def _tags(tags: Any, at: Where, field: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for i, tag in at.mappings(tags, field):
+        out[at.scalar_text(tag.get("key"), f"{field}[{i}].key")] = _tag_value(tag, at, f"{field}[{i}]")
+    return out
 
 
-def spans(doc: Any, *, source: object = None) -> Iterator[SpanRecord]:
-    """Every span of a Jaeger JSON document."""
-    traces = doc["data"] if isinstance(doc, Mapping) and "data" in doc else [doc]
-    for trace in traces:
-        processes = trace.get("processes") or {}
-        for raw in trace.get("spans") or ():
-            yield _span(raw, processes, source)
+def spans(doc: Any, *, source: object = None, line: int | None = None) -> Iterator[SpanRecord]:
+    """Every span of a Jaeger JSON document.
+
+    Raises:
+        TraceLoadError: a field has the wrong type or range.
+    """
+    top = Where(source, line)
+    if isinstance(doc, Mapping) and "data" in doc:
+        traces = list(top.mappings(doc["data"], "data"))
+        prefix = "data"
+    else:
+        traces = [(0, top.mapping(doc, "document"))]
+        prefix = ""
+    for i, trace in traces:
+        at = top.at(f"{prefix}[{i}]." if prefix else "")
+        processes = at.mapping(trace.get("processes"), "processes")
+        for j, raw in at.mappings(trace.get("spans"), "spans"):
+            yield _span(raw, processes, at.at(f"spans[{j}]."))
 
 
-def _span(raw: Mapping[str, Any], processes: Mapping[str, Any], source: object) -> SpanRecord:
+def _span(raw: Mapping[str, Any], processes: Mapping[str, Any], at: Where) -> SpanRecord:
+    source, line = at.source, at.line
+
     def ident(value: Any, size: int, field: str) -> str | None:
-        return normalize_id(value, size, source=source, field=field)
+        return normalize_id(value, size, source=source, line=line, field=field)
 
     trace_id = ident(raw.get("traceID"), 16, "traceID")
     span_id = ident(raw.get("spanID"), 8, "spanID")
     if trace_id is None or span_id is None:
-        raise TraceLoadError("a Jaeger span has no traceID or spanID", source=source)
+        raise TraceLoadError("a Jaeger span has no traceID or spanID", source=source, line=line)
     parent = None
-    refs = raw.get("references") or ()
+    refs = list(at.mappings(raw.get("references"), "references"))
     for ref_type in ("CHILD_OF", "FOLLOWS_FROM"):
-        ref = next((r for r in refs if r.get("refType") == ref_type), None)
+        ref = next((r for _, r in refs if r.get("refType") == ref_type), None)
         if ref is not None:
             parent = ident(ref.get("spanID"), 8, "references.spanID")
             break
     if parent is None and raw.get("parentSpanID"):
         parent = ident(raw["parentSpanID"], 8, "parentSpanID")
-    attrs = _tags(raw.get("tags"))
+    attrs = _tags(raw.get("tags"), at, "tags")
     # The OTLP -> Jaeger translation moves span kind, status and scope into tags: move them back.
-    kind = _KINDS.get(str(attrs.pop("span.kind", "internal")).lower(), 1)
+    span_kind = attrs.pop("span.kind", "internal")
+    kind = _KINDS.get(span_kind.lower(), 1) if isinstance(span_kind, str) else 1
     status, message, scope = pop_translated_fields(attrs)
-    start = int(raw.get("startTime", 0)) * 1000  # µs -> ns
-    end = start + int(raw.get("duration", 0)) * 1000
+    start = at.integer(raw.get("startTime"), "startTime", low=-_MICROS_MAX, high=_MICROS_MAX) * 1000  # µs -> ns
+    end = start + at.integer(raw.get("duration"), "duration", low=-_MICROS_MAX, high=_MICROS_MAX) * 1000
     events = []
-    for log in raw.get("logs") or ():
-        fields = _tags(log.get("fields"))
+    for i, log in at.mappings(raw.get("logs"), "logs"):
+        fields = _tags(log.get("fields"), at, f"logs[{i}].fields")
+        name = fields.pop("event", "")
         events.append(
-            {"name": str(fields.pop("event", "")), "time_ns": int(log.get("timestamp", 0)) * 1000, "attributes": fields}
+            {
+                "name": name if isinstance(name, str) else str(name),
+                "time_ns": at.integer(log.get("timestamp"), f"logs[{i}].timestamp", low=0, high=_MICROS_MAX) * 1000,
+                "attributes": fields,
+            }
         )
-    process = processes.get(str(raw.get("processID"))) or raw.get("process") or {}
-    resource = _tags(process.get("tags"))
-    if process.get("serviceName"):
-        resource["service.name"] = process["serviceName"]
+    process_id = raw.get("processID")
+    process = processes.get(process_id) if isinstance(process_id, str) else None
+    process = at.mapping(process or raw.get("process"), "process")
+    resource = _tags(process.get("tags"), at, "process.tags")
+    service = at.scalar_text(process.get("serviceName"), "process.serviceName")
+    if service:
+        resource["service.name"] = service
     return SpanRecord(
         trace_id=trace_id,
         span_id=span_id,
         parent_span_id=parent,
-        name=str(raw.get("operationName", "")),
+        name=at.scalar_text(raw.get("operationName"), "operationName"),
         kind=kind,
         start_ns=start,
         end_ns=end,
@@ -96,5 +123,5 @@ def _span(raw: Mapping[str, Any], processes: Mapping[str, Any], source: object) 
         events=tuple(events),
         resource=resource,
         scope=scope,
-        origin=str(source),
+        origin=f"{source}:{line}" if line is not None else str(source),
     )

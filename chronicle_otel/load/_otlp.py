@@ -1,17 +1,22 @@
-"""Parse OTLP/JSON trace documents (the Collector ``file`` exporter's shape and its variants) into span records."""
+"""Parse OTLP/JSON trace documents (the Collector ``file`` exporter's shape and its variants) into span records.
+
+Trace data is untrusted: every field is checked for its type and range, and anything else raises
+:class:`~chronicle_otel.errors.TraceLoadError` naming the source, the line and the field's path.
+"""
 
 from __future__ import annotations
 
 import base64
-import binascii
+import math
 import re
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from typing import Any, Final
 
 from ..errors import TraceLoadError
 from ..replay import SpanRecord
 
 _HEX = re.compile(r"[0-9a-fA-F]+")
+_INT_TEXT = re.compile(r"[+-]?[0-9]{1,24}")
 _KINDS = {
     "SPAN_KIND_UNSPECIFIED": 0,
     "SPAN_KIND_INTERNAL": 1,
@@ -20,8 +25,166 @@ _KINDS = {
     "SPAN_KIND_PRODUCER": 4,
     "SPAN_KIND_CONSUMER": 5,
 }
-_STATUS = {0: "UNSET", 1: "OK", 2: "ERROR", "STATUS_CODE_UNSET": "UNSET", "STATUS_CODE_OK": "OK"}
+_STATUS: dict[int | str, str] = {0: "UNSET", 1: "OK", 2: "ERROR", "STATUS_CODE_UNSET": "UNSET", "STATUS_CODE_OK": "OK"}
 _STATUS["STATUS_CODE_ERROR"] = "ERROR"
+
+INT64_MIN: Final = -(2**63)
+UINT64_MAX: Final = 2**64 - 1
+MAX_VALUE_DEPTH: Final = 128
+"""Deepest nesting of array/kvlist attribute values accepted (recorded payloads nest far less)."""
+_MAX_FLOAT_TEXT = 64
+
+
+def describe(value: Any) -> str:
+    """A short description of an untrusted value for an error message (never its whole text)."""
+    if isinstance(value, str):
+        if len(value) <= 60:
+            return repr(value)
+        return f"{value[:60]!r}… ({len(value)} characters)"
+    if value is None or isinstance(value, (bool, float)):
+        return repr(value)
+    if isinstance(value, int):
+        return repr(value) if value.bit_length() <= 128 else f"an integer of {value.bit_length()} bits"
+    if isinstance(value, (bytes, bytearray)):
+        return f"{len(value)} bytes"
+    if isinstance(value, Mapping):
+        return f"an object with {len(value)} keys"
+    if isinstance(value, (list, tuple)):
+        return f"a list of {len(value)} items"
+    return f"a {type(value).__name__}"
+
+
+class Where:
+    """The position of a value in an untrusted document, and the checks that read it.
+
+    Args:
+        source: the file or URL.
+        line: the 1-based line, when the source is line oriented.
+        path: the path to the object being read, e.g. ``resourceSpans[0].scopeSpans[1].spans[3].``.
+    """
+
+    __slots__ = ("line", "path", "source")
+
+    def __init__(self, source: object, line: int | None = None, path: str = "") -> None:
+        self.source = source
+        self.line = line
+        self.path = path
+
+    def at(self, suffix: str) -> Where:
+        """The position ``suffix`` below this one."""
+        return Where(self.source, self.line, self.path + suffix)
+
+    def error(self, field: str, value: Any, expected: str) -> TraceLoadError:
+        """The error for a field whose value is not what was ``expected``."""
+        return TraceLoadError(
+            f"{self.path}{field} is {describe(value)}", source=self.source, line=self.line, expected=expected
+        )
+
+    def fail(self, message: str) -> TraceLoadError:
+        """An error about the object at this position."""
+        where = self.path.rstrip(".")
+        return TraceLoadError(f"{where}: {message}" if where else message, source=self.source, line=self.line)
+
+    def mapping(self, value: Any, field: str) -> Mapping[str, Any]:
+        """``value`` when it is an object; None counts as an empty one."""
+        if isinstance(value, Mapping):
+            return value
+        if value is None:
+            return {}
+        raise self.error(field, value, "an object")
+
+    def items(self, value: Any, field: str) -> list[Any] | tuple[Any, ...]:
+        """``value`` when it is a list; None counts as an empty one."""
+        if isinstance(value, (list, tuple)):
+            return value
+        if value is None:
+            return []
+        raise self.error(field, value, "a list")
+
+    def mappings(self, value: Any, field: str) -> Iterator[tuple[int, Mapping[str, Any]]]:
+        """The objects of a list of objects, with their indexes."""
+        for i, item in enumerate(self.items(value, field)):
+            if not isinstance(item, Mapping):
+                raise self.error(f"{field}[{i}]", item, "an object")
+            yield i, item
+
+    def text(self, value: Any, field: str, default: str = "") -> str:
+        """``value`` when it is a string; None gives ``default``."""
+        if isinstance(value, str):
+            return value
+        if value is None:
+            return default
+        raise self.error(field, value, "a string")
+
+    def scalar_text(self, value: Any, field: str, default: str = "") -> str:
+        """A string, or a number or boolean written as one (tags that some backends keep as strings)."""
+        if isinstance(value, str):
+            return value
+        if value is None:
+            return default
+        if isinstance(value, (bool, float)) or (isinstance(value, int) and value.bit_length() <= 128):
+            return str(value)
+        raise self.error(field, value, "a string")
+
+    def integer(self, value: Any, field: str, *, low: int = INT64_MIN, high: int = UINT64_MAX, default: int = 0) -> int:
+        """An integer given as a JSON number or a string of at most 24 digits, within ``[low, high]``.
+
+        The digit bound comes first: ``int()`` of a long digit string is slow or refused.
+        """
+        if value is None or value == "":
+            return default
+        number: int | None = None
+        if isinstance(value, bool):
+            number = None
+        elif isinstance(value, int):
+            number = value
+        elif isinstance(value, float):
+            if math.isfinite(value) and value.is_integer():
+                number = int(value)
+        elif isinstance(value, str):
+            text = value.strip()
+            if _INT_TEXT.fullmatch(text):
+                number = int(text)
+        if number is None or not low <= number <= high:
+            raise self.error(field, value, f"an integer from {low} to {high} (a number or a string of digits)")
+        return number
+
+    def real(self, value: Any, field: str) -> float:
+        """A float given as a JSON number or a string (``"NaN"``, ``"Infinity"``, ``"1.5"``)."""
+        if isinstance(value, float):
+            return value
+        if isinstance(value, int) and not isinstance(value, bool):
+            if value.bit_length() < 1024:
+                return float(value)
+        elif isinstance(value, str) and len(value) <= _MAX_FLOAT_TEXT:
+            try:
+                return float(value.replace("Infinity", "inf"))
+            except ValueError:
+                pass
+        raise self.error(field, value, "a number")
+
+    def base64(self, value: Any, field: str) -> bytes:
+        """Bytes written as standard base64 text."""
+        if isinstance(value, str):
+            try:
+                return base64.b64decode(value, validate=True)
+            except ValueError:
+                pass
+        raise self.error(field, value, "base64 text")
+
+
+def check_depth(value: Any, where: Where, field: str, limit: int = MAX_VALUE_DEPTH) -> Any:
+    """``value`` (JSON-like data) when it nests no deeper than ``limit``; checked without recursion."""
+    if not isinstance(value, (list, tuple, Mapping)):
+        return value
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            raise where.fail(f"{field} nests deeper than {limit} levels")
+        children = item.values() if isinstance(item, Mapping) else item
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (list, tuple, Mapping)))
+    return value
 
 
 def _get(obj: Mapping[str, Any], camel: str, snake: str, default: Any = None) -> Any:
@@ -35,78 +198,111 @@ def normalize_id(value: Any, size: int, *, source: object = None, line: int | No
     """A trace id (``size`` 16) or span id (8) as lowercase hex, from hex or base64; None when empty."""
     if value is None or value == "":
         return None
-    if isinstance(value, str):
+    if isinstance(value, str) and len(value) <= size * 2:
         if len(value) == size * 2 and _HEX.fullmatch(value):
             return value.lower()
         try:
             raw = base64.b64decode(value, validate=True)
-        except (binascii.Error, ValueError):
+        except ValueError:
             raw = b""
         if len(raw) == size:
             return raw.hex()
-        if _HEX.fullmatch(value) and len(value) < size * 2:  # 64-bit Jaeger/Zipkin ids, zero-padded
+        if _HEX.fullmatch(value):  # 64-bit Jaeger/Zipkin ids, zero-padded
             return value.lower().rjust(size * 2, "0")
     raise TraceLoadError(
-        f"{field} {value!r} is neither {size * 2} hex digits nor base64 of {size} bytes", source=source, line=line
+        f"{field} {describe(value)} is neither {size * 2} hex digits nor base64 of {size} bytes",
+        source=source,
+        line=line,
     )
 
 
-def any_value(value: Any) -> Any:
-    """An OTLP ``AnyValue`` (camelCase or snake_case) as a Python value; 64-bit integers stay exact."""
+def any_value(value: Any, where: Where | None = None, field: str = "value", depth: int = 0) -> Any:
+    """An OTLP ``AnyValue`` (camelCase or snake_case) as a Python value; 64-bit integers stay exact.
+
+    Raises:
+        TraceLoadError: the value has the wrong type for its kind, or nests deeper than ``MAX_VALUE_DEPTH``.
+    """
+    at = where if where is not None else Where(None)
     if not isinstance(value, Mapping):
-        return value
+        if value is None or isinstance(value, (str, bool, int, float)):
+            return at.integer(value, field) if type(value) is int else value
+        raise at.error(field, value, "an OTLP AnyValue object")
+    if depth >= MAX_VALUE_DEPTH:
+        raise at.fail(f"{field} nests deeper than {MAX_VALUE_DEPTH} levels")
     for key in ("stringValue", "string_value"):
-        if key in value and value[key] is not None:
-            return value[key]
+        v = value.get(key)
+        if v is not None:
+            return at.text(v, f"{field}.{key}")
     for key in ("intValue", "int_value"):
-        if key in value and value[key] is not None:
-            return int(value[key])
+        v = value.get(key)
+        if v is not None:
+            return at.integer(v, f"{field}.{key}")
     for key in ("boolValue", "bool_value"):
-        if key in value and value[key] is not None:
-            return bool(value[key])
+        v = value.get(key)
+        if v is not None:
+            if isinstance(v, bool):
+                return v
+            if isinstance(v, str) and v.lower() in ("true", "false"):
+                return v.lower() == "true"
+            raise at.error(f"{field}.{key}", v, "true or false")
     for key in ("doubleValue", "double_value"):
-        if key in value and value[key] is not None:
-            v = value[key]
-            return float(v) if not isinstance(v, str) else float(v.replace("Infinity", "inf"))
+        v = value.get(key)
+        if v is not None:
+            return at.real(v, f"{field}.{key}")
     for key in ("arrayValue", "array_value"):
-        if key in value and value[key] is not None:
-            return [any_value(v) for v in (value[key].get("values") or [])]
+        v = value.get(key)
+        if v is not None:
+            values = at.items(at.mapping(v, f"{field}.{key}").get("values"), f"{field}.{key}.values")
+            out: list[Any] = []
+            for i, item in enumerate(values):
+                out.append(any_value(item, at, f"{field}.{key}.values[{i}]", depth + 1))
+            return out
     for key in ("kvlistValue", "kvlist_value"):
-        if key in value and value[key] is not None:
-            return attributes(value[key].get("values") or [])
+        v = value.get(key)
+        if v is not None:
+            return attributes(at.mapping(v, f"{field}.{key}").get("values"), at, f"{field}.{key}.values", depth + 1)
     for key in ("bytesValue", "bytes_value"):
-        if key in value and value[key] is not None:
-            return base64.b64decode(value[key])
+        v = value.get(key)
+        if v is not None:
+            return at.base64(v, f"{field}.{key}")
     return None
 
 
-def attributes(items: Any) -> dict[str, Any]:
-    """An OTLP ``KeyValue`` list as a dict."""
+def attributes(items: Any, where: Where | None = None, field: str = "attributes", depth: int = 0) -> dict[str, Any]:
+    """An OTLP ``KeyValue`` list as a dict.
+
+    Raises:
+        TraceLoadError: ``items`` is not a list of ``{"key": str, "value": AnyValue}`` objects.
+    """
+    at = where if where is not None else Where(None)
     if isinstance(items, Mapping):  # already a mapping (some backends)
-        return dict(items)
-    out: dict[str, Any] = {}
-    for kv in items or ():
-        out[str(kv.get("key"))] = any_value(kv.get("value"))
+        out = {}
+        for key, value in items.items():
+            out[at.text(key, f"{field} key")] = check_depth(value, at, f"{field}.{key}", MAX_VALUE_DEPTH - depth)
+        return out
+    out = {}
+    for i, kv in at.mappings(items, field):
+        key = at.text(kv.get("key"), f"{field}[{i}].key")
+        out[key] = any_value(kv.get("value"), at, f"{field}[{i}].value", depth)
     return out
 
 
-def _int(value: Any) -> int:
-    if value is None or value == "":
-        return 0
-    return int(value)
-
-
-def _status(raw: Any) -> tuple[str, str]:
+def _status(raw: Any, at: Where) -> tuple[str, str]:
     if not isinstance(raw, Mapping):
         return "UNSET", ""
     code = raw.get("code", 0)
-    return _STATUS.get(code, "UNSET"), str(raw.get("message") or "")
+    if isinstance(code, bool) or not isinstance(code, (int, str)):
+        if code is not None:
+            raise at.error("status.code", code, "a status code")
+        code = 0
+    return _STATUS.get(code, "UNSET"), at.scalar_text(raw.get("message"), "status.message")
 
 
-def _kind(raw: Any) -> int:
+def _kind(raw: Any, at: Where) -> int:
     if isinstance(raw, str):
         return _KINDS.get(raw, 0)
-    return int(raw or 0)
+    kind = at.integer(raw, "kind", low=-(2**31), high=2**31)
+    return kind if 0 <= kind <= 5 else 0
 
 
 def is_otlp(doc: Any) -> bool:
@@ -115,74 +311,91 @@ def is_otlp(doc: Any) -> bool:
 
 
 def spans_of_request(doc: Any, *, source: object = None, line: int | None = None) -> Iterator[SpanRecord]:
-    """The spans of one ``ExportTraceServiceRequest`` document (or its older ``batches`` shape)."""
+    """The spans of one ``ExportTraceServiceRequest`` document (or its older ``batches`` shape).
+
+    Raises:
+        TraceLoadError: ``doc`` is not such a document, or a field has the wrong type or range.
+    """
     if not isinstance(doc, Mapping):
         raise TraceLoadError(
             "not an OTLP trace document", source=source, line=line, expected="an object with resourceSpans"
         )
     resource_spans = _get(doc, "resourceSpans", "resource_spans")
+    field = "resourceSpans"
     if resource_spans is None:
-        resource_spans = doc.get("batches")
+        resource_spans, field = doc.get("batches"), "batches"
     if not isinstance(resource_spans, list):
+        keys = ", ".join(sorted(str(k)[:40] for k in doc)[:8])
         raise TraceLoadError(
-            f"not an OTLP trace document (keys: {', '.join(sorted(map(str, doc))[:8]) or 'none'})",
+            f"not an OTLP trace document (keys: {keys or 'none'})",
             source=source,
             line=line,
             expected="an object with resourceSpans",
         )
-    for rs in resource_spans:
-        resource = attributes((rs.get("resource") or {}).get("attributes"))
+    top = Where(source, line)
+    for i, rs in top.mappings(resource_spans, field):
+        at = top.at(f"{field}[{i}].")
+        resource = attributes(at.mapping(rs.get("resource"), "resource").get("attributes"), at, "resource.attributes")
         scope_spans = _get(rs, "scopeSpans", "scope_spans")
+        group = "scopeSpans"
         if scope_spans is None:
             scope_spans = _get(rs, "instrumentationLibrarySpans", "instrumentation_library_spans", [])
-        for ss in scope_spans or ():
-            scope = ss.get("scope") or _get(ss, "instrumentationLibrary", "instrumentation_library", {}) or {}
-            for span in ss.get("spans") or ():
-                yield _span(span, resource, str(scope.get("name") or ""), source, line)
+            group = "instrumentationLibrarySpans"
+        for j, ss in at.mappings(scope_spans, group):
+            inner = at.at(f"{group}[{j}].")
+            scope = inner.mapping(
+                ss.get("scope") or _get(ss, "instrumentationLibrary", "instrumentation_library"), "scope"
+            )
+            scope_name = inner.scalar_text(scope.get("name"), "scope.name")
+            for k, span in inner.mappings(ss.get("spans"), "spans"):
+                yield _span(span, resource, scope_name, inner.at(f"spans[{k}]."))
 
 
-def _span(
-    raw: Mapping[str, Any], resource: Mapping[str, Any], scope: str, source: object, line: int | None
-) -> SpanRecord:
+def _span(raw: Mapping[str, Any], resource: Mapping[str, Any], scope: str, at: Where) -> SpanRecord:
+    source, line = at.source, at.line
     where = f"{source}:{line}" if line is not None else str(source)
     trace_id = normalize_id(_get(raw, "traceId", "trace_id"), 16, source=source, line=line, field="traceId")
     span_id = normalize_id(_get(raw, "spanId", "span_id"), 8, source=source, line=line, field="spanId")
     if trace_id is None or span_id is None:
         raise TraceLoadError("a span has no traceId or spanId", source=source, line=line)
-    status, message = _status(raw.get("status"))
-    events = tuple(
-        {
-            "name": e.get("name", ""),
-            "time_ns": _int(_get(e, "timeUnixNano", "time_unix_nano")),
-            "attributes": attributes(e.get("attributes")),
-        }
-        for e in raw.get("events") or ()
-    )
-    links = tuple(
-        {
-            "trace_id": normalize_id(
-                _get(link, "traceId", "trace_id"), 16, source=source, line=line, field="links.traceId"
-            ),
-            "span_id": normalize_id(_get(link, "spanId", "span_id"), 8, source=source, line=line, field="links.spanId"),
-            "attributes": attributes(link.get("attributes")),
-        }
-        for link in raw.get("links") or ()
-    )
+    status, message = _status(raw.get("status"), at)
+    events = []
+    for i, e in at.mappings(raw.get("events"), "events"):
+        events.append(
+            {
+                "name": at.scalar_text(e.get("name"), f"events[{i}].name"),
+                "time_ns": at.integer(_get(e, "timeUnixNano", "time_unix_nano"), f"events[{i}].timeUnixNano"),
+                "attributes": attributes(e.get("attributes"), at, f"events[{i}].attributes"),
+            }
+        )
+    links = []
+    for i, link in at.mappings(raw.get("links"), "links"):
+        links.append(
+            {
+                "trace_id": normalize_id(
+                    _get(link, "traceId", "trace_id"), 16, source=source, line=line, field="links.traceId"
+                ),
+                "span_id": normalize_id(
+                    _get(link, "spanId", "span_id"), 8, source=source, line=line, field="links.spanId"
+                ),
+                "attributes": attributes(link.get("attributes"), at, f"links[{i}].attributes"),
+            }
+        )
     return SpanRecord(
         trace_id=trace_id,
         span_id=span_id,
         parent_span_id=normalize_id(
             _get(raw, "parentSpanId", "parent_span_id"), 8, source=source, line=line, field="parentSpanId"
         ),
-        name=str(raw.get("name", "")),
-        kind=_kind(raw.get("kind")),
-        start_ns=_int(_get(raw, "startTimeUnixNano", "start_time_unix_nano")),
-        end_ns=_int(_get(raw, "endTimeUnixNano", "end_time_unix_nano")),
-        attributes=attributes(raw.get("attributes")),
+        name=at.scalar_text(raw.get("name"), "name"),
+        kind=_kind(raw.get("kind"), at),
+        start_ns=at.integer(_get(raw, "startTimeUnixNano", "start_time_unix_nano"), "startTimeUnixNano"),
+        end_ns=at.integer(_get(raw, "endTimeUnixNano", "end_time_unix_nano"), "endTimeUnixNano"),
+        attributes=attributes(raw.get("attributes"), at),
         status=status,
         status_message=message,
-        events=events,
-        links=links,
+        events=tuple(events),
+        links=tuple(links),
         resource=resource,
         scope=scope,
         origin=where,
@@ -204,20 +417,31 @@ def _completeness(span: SpanRecord) -> tuple[int, int, int]:
     return (1 if span.end_ns else 0, len(span.attributes), len(span.events))
 
 
+def _tag_text(value: Any, default: str) -> str:
+    if value is None:
+        return default
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (bool, float)) or (isinstance(value, int) and value.bit_length() <= 128):
+        return str(value)
+    return default
+
+
 def pop_translated_fields(attrs: dict[str, Any]) -> tuple[str, str, str]:
     """Undo the OTLP -> Jaeger/Zipkin translation, which moves status and scope into tags.
 
     Removes ``otel.status_code``, ``otel.status_description``, ``error``, ``otel.scope.*`` and ``otel.library.*``
     from ``attrs`` and returns ``(status, status message, scope name)``.
     """
-    status = str(attrs.pop("otel.status_code", "UNSET")).upper()
+    status = _tag_text(attrs.pop("otel.status_code", None), "UNSET").upper()
     message = ""
     error = attrs.pop("error", None)
     if error is not None and error is not False:
         status = "ERROR"
-        message = "" if error is True else str(error)  # Jaeger: a bool tag; Zipkin: the description
-    message = str(attrs.pop("otel.status_description", message))
-    scope = str(attrs.pop("otel.scope.name", attrs.pop("otel.library.name", "")))
+        message = "" if error is True else _tag_text(error, "")  # Jaeger: a bool tag; Zipkin: the description
+    message = _tag_text(attrs.pop("otel.status_description", None), message)
+    library = _tag_text(attrs.pop("otel.library.name", None), "")
+    scope = _tag_text(attrs.pop("otel.scope.name", None), library)
     attrs.pop("otel.scope.version", None)
     attrs.pop("otel.library.version", None)
     return (status if status in ("UNSET", "OK", "ERROR") else "UNSET"), message, scope

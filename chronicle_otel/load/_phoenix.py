@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import datetime as dt
+import math
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ..errors import TraceLoadError
 from ..replay import SpanRecord
-from ._otlp import normalize_id
+from ._otlp import INT64_MIN, MAX_VALUE_DEPTH, UINT64_MAX, Where, check_depth, normalize_id
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+_MAX_TIME_TEXT = 64
 
 
 def is_phoenix(doc: Any) -> bool:
@@ -21,59 +25,89 @@ def is_phoenix(doc: Any) -> bool:
     )
 
 
-def _ns(value: Any) -> int:
-    if value is None:
-        return 0
-    if isinstance(value, (int, float)):
-        return int(value)
-    parsed = dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=dt.timezone.utc)
-    delta = parsed - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
-
-
-def _flatten(attrs: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Phoenix stores attributes as nested objects in places; span attributes are flat dotted keys."""
-    out: dict[str, Any] = {}
-    for key, value in attrs.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, Mapping):
-            out.update(_flatten(value, name + "."))
+def _ns(value: Any, at: Where, field: str) -> int:
+    if isinstance(value, float) and math.isfinite(value):
+        value = int(value)
+    if value is None or isinstance(value, (int, float)):
+        return at.integer(value, field)
+    if isinstance(value, str) and len(value) <= _MAX_TIME_TEXT:
+        try:
+            parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+            if parsed.tzinfo is None:
+                parsed = parsed.replace(tzinfo=dt.timezone.utc)
+            delta = parsed - _EPOCH
+        except (ValueError, OverflowError):
+            pass
         else:
-            out[name] = value
+            ns = (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
+            if INT64_MIN <= ns <= UINT64_MAX:
+                return ns
+    raise at.error(field, value, "an ISO 8601 time or nanoseconds since the epoch")
+
+
+def _flatten(attrs: Mapping[str, Any], at: Where, field: str) -> dict[str, Any]:
+    """Phoenix stores attributes as nested objects in places; span attributes are flat dotted keys.
+
+    Walks without recursion; a value may nest at most ``MAX_VALUE_DEPTH`` levels.
+    """
+    out: dict[str, Any] = {}
+    stack: list[tuple[str, Iterator[tuple[Any, Any]]]] = [("", iter(attrs.items()))]
+    while stack:
+        prefix, pending = stack[-1]
+        entry = next(pending, None)
+        if entry is None:
+            stack.pop()
+            continue
+        key, value = entry
+        name = f"{prefix}{at.scalar_text(key, f'{field} key')}"
+        if isinstance(value, Mapping):
+            if len(stack) >= MAX_VALUE_DEPTH:
+                raise at.fail(f"{field} nests deeper than {MAX_VALUE_DEPTH} levels")
+            stack.append((name + ".", iter(value.items())))
+        else:
+            out[name] = check_depth(value, at, f"{field}.{name}", MAX_VALUE_DEPTH - len(stack))
     return out
 
 
-def spans(doc: Any, *, source: object = None) -> Iterator[SpanRecord]:
-    """Every span of a Phoenix spans response."""
+def spans(doc: Any, *, source: object = None, line: int | None = None) -> Iterator[SpanRecord]:
+    """Every span of a Phoenix spans response.
+
+    Raises:
+        TraceLoadError: a field has the wrong type or range.
+    """
+    top = Where(source, line)
     items = doc.get("data") if isinstance(doc, Mapping) else doc
-    for raw in items or ():
-        ctx = raw.get("context") or {}
-        trace_id = normalize_id(ctx.get("trace_id"), 16, source=source, field="context.trace_id")
-        span_id = normalize_id(ctx.get("span_id"), 8, source=source, field="context.span_id")
+    prefix = "data" if isinstance(doc, Mapping) else ""
+    for i, raw in top.mappings(items, prefix or "document"):
+        at = top.at(f"{prefix}[{i}].")
+        ctx = at.mapping(raw.get("context"), "context")
+        trace_id = normalize_id(ctx.get("trace_id"), 16, source=source, line=line, field="context.trace_id")
+        span_id = normalize_id(ctx.get("span_id"), 8, source=source, line=line, field="context.span_id")
         if trace_id is None or span_id is None:
-            raise TraceLoadError("a Phoenix span has no context.trace_id or span_id", source=source)
-        events = tuple(
-            {
-                "name": str(e.get("name", "")),
-                "time_ns": _ns(e.get("timestamp")),
-                "attributes": _flatten(e.get("attributes") or {}),
-            }
-            for e in raw.get("events") or ()
-        )
-        status = str(raw.get("status_code") or "UNSET").upper()
+            raise TraceLoadError("a Phoenix span has no context.trace_id or span_id", source=source, line=line)
+        events = []
+        for j, e in at.mappings(raw.get("events"), "events"):
+            events.append(
+                {
+                    "name": at.scalar_text(e.get("name"), f"events[{j}].name"),
+                    "time_ns": _ns(e.get("timestamp"), at, f"events[{j}].timestamp"),
+                    "attributes": _flatten(
+                        at.mapping(e.get("attributes"), f"events[{j}].attributes"), at, f"events[{j}].attributes"
+                    ),
+                }
+            )
+        status = at.scalar_text(raw.get("status_code"), "status_code").upper() or "UNSET"
         yield SpanRecord(
             trace_id=trace_id,
             span_id=span_id,
-            parent_span_id=normalize_id(raw.get("parent_id"), 8, source=source, field="parent_id"),
-            name=str(raw.get("name", "")),
+            parent_span_id=normalize_id(raw.get("parent_id"), 8, source=source, line=line, field="parent_id"),
+            name=at.scalar_text(raw.get("name"), "name"),
             kind=0,  # Phoenix does not keep the OpenTelemetry span kind
-            start_ns=_ns(raw.get("start_time")),
-            end_ns=_ns(raw.get("end_time")),
-            attributes=_flatten(raw.get("attributes") or {}),
+            start_ns=_ns(raw.get("start_time"), at, "start_time"),
+            end_ns=_ns(raw.get("end_time"), at, "end_time"),
+            attributes=_flatten(at.mapping(raw.get("attributes"), "attributes"), at, "attributes"),
             status=status if status in ("UNSET", "OK", "ERROR") else "UNSET",
-            status_message=str(raw.get("status_message") or ""),
-            events=events,
-            origin=str(source),
+            status_message=at.scalar_text(raw.get("status_message"), "status_message"),
+            events=tuple(events),
+            origin=f"{source}:{line}" if line is not None else str(source),
         )

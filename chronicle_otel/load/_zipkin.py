@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+import orjson
+
 from ..errors import TraceLoadError
 from ..replay import SpanRecord
-from ._otlp import normalize_id, pop_translated_fields
+from ._otlp import MAX_VALUE_DEPTH, Where, check_depth, normalize_id, pop_translated_fields
 
 _KINDS = {"SERVER": 2, "CLIENT": 3, "PRODUCER": 4, "CONSUMER": 5}
+_MICROS_MAX = 2**63 // 1000
 
 
 def is_zipkin(doc: Any) -> bool:
@@ -21,51 +23,81 @@ def is_zipkin(doc: Any) -> bool:
     return all(isinstance(s, Mapping) and "traceId" in s and "id" in s for s in items)
 
 
-def spans(doc: Any, *, source: object = None) -> Iterator[SpanRecord]:
-    """Every span of a Zipkin v2 document (one trace, or a list of traces as ``/api/v2/traces`` returns)."""
-    traces = doc if doc and isinstance(doc[0], list) else [doc]
-    for trace in traces:
-        for raw in trace:
-            yield _span(raw, source)
+def spans(doc: Any, *, source: object = None, line: int | None = None) -> Iterator[SpanRecord]:
+    """Every span of a Zipkin v2 document (one trace, or a list of traces as ``/api/v2/traces`` returns).
+
+    Raises:
+        TraceLoadError: a field has the wrong type or range.
+    """
+    top = Where(source, line)
+    items = top.items(doc, "document")
+    nested = bool(items) and isinstance(items[0], list)
+    traces = [(f"[{i}]", top.items(trace, f"[{i}]")) for i, trace in enumerate(items)] if nested else [("", items)]
+    for prefix, trace in traces:
+        for j, raw in top.mappings(trace, prefix):
+            yield _span(raw, top.at(f"{prefix}[{j}]."))
 
 
-def _span(raw: Mapping[str, Any], source: object) -> SpanRecord:
-    trace_id = normalize_id(raw.get("traceId"), 16, source=source, field="traceId")
-    span_id = normalize_id(raw.get("id"), 8, source=source, field="id")
+def _scalar_tags(tags: Any, at: Where) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in at.mapping(tags, "tags").items():
+        if value is not None and not isinstance(value, (str, bool, int, float)):
+            raise at.error(f"tags.{key}", value, "a string")
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = at.integer(value, f"tags.{key}")
+        out[at.text(key, "tags key")] = value
+    return out
+
+
+def _event(value: Any, at: Where, field: str) -> tuple[str, dict[str, Any]]:
+    """OTel encodes an event as the annotation ``{"<name>": {<attributes>}}``; other annotations are names."""
+    name = at.scalar_text(value, field)
+    if not name.startswith("{"):
+        return name, {}
+    try:
+        parsed = orjson.loads(name)
+    except orjson.JSONDecodeError:
+        return name, {}
+    if isinstance(parsed, dict) and len(parsed) == 1:
+        event_name, event_attrs = next(iter(parsed.items()))
+        if isinstance(event_attrs, dict):
+            return event_name, check_depth(event_attrs, at, field, MAX_VALUE_DEPTH)
+        return event_name, {}
+    return name, {}
+
+
+def _span(raw: Mapping[str, Any], at: Where) -> SpanRecord:
+    source, line = at.source, at.line
+    trace_id = normalize_id(raw.get("traceId"), 16, source=source, line=line, field="traceId")
+    span_id = normalize_id(raw.get("id"), 8, source=source, line=line, field="id")
     if trace_id is None or span_id is None:
-        raise TraceLoadError("a Zipkin span has no traceId or id", source=source)
+        raise TraceLoadError("a Zipkin span has no traceId or id", source=source, line=line)
     # Zipkin tags are strings; the OTLP -> Zipkin translation puts status and scope there.
-    attrs: dict[str, Any] = dict(raw.get("tags") or {})
+    attrs = _scalar_tags(raw.get("tags"), at)
     status, message, scope = pop_translated_fields(attrs)
-    start = int(raw.get("timestamp", 0)) * 1000  # µs -> ns
-    end = start + int(raw.get("duration", 0)) * 1000
+    start = at.integer(raw.get("timestamp"), "timestamp", low=-_MICROS_MAX, high=_MICROS_MAX) * 1000  # µs -> ns
+    end = start + at.integer(raw.get("duration"), "duration", low=-_MICROS_MAX, high=_MICROS_MAX) * 1000
     events = []
-    for note in raw.get("annotations") or ():
-        name = str(note.get("value", ""))
-        event_attrs: dict[str, Any] = {}
-        try:  # OTel encodes an event as {"<name>": {<attributes>}}
-            parsed = json.loads(name)
-        except ValueError:
-            parsed = None
-        if isinstance(parsed, dict) and len(parsed) == 1:
-            name, event_attrs = next(iter(parsed.items()))
-            event_attrs = event_attrs if isinstance(event_attrs, dict) else {}
-        events.append({"name": name, "time_ns": int(note.get("timestamp", 0)) * 1000, "attributes": event_attrs})
-    endpoint = raw.get("localEndpoint") or {}
-    resource = {"service.name": endpoint["serviceName"]} if endpoint.get("serviceName") else {}
+    for i, note in at.mappings(raw.get("annotations"), "annotations"):
+        name, event_attrs = _event(note.get("value"), at, f"annotations[{i}].value")
+        time_ns = at.integer(note.get("timestamp"), f"annotations[{i}].timestamp", low=0, high=_MICROS_MAX) * 1000
+        events.append({"name": name, "time_ns": time_ns, "attributes": event_attrs})
+    endpoint = at.mapping(raw.get("localEndpoint"), "localEndpoint")
+    service = at.scalar_text(endpoint.get("serviceName"), "localEndpoint.serviceName")
+    kind = raw.get("kind")
     return SpanRecord(
         trace_id=trace_id,
         span_id=span_id,
-        parent_span_id=normalize_id(raw.get("parentId"), 8, source=source, field="parentId"),
-        name=str(raw.get("name", "")),
-        kind=_KINDS.get(str(raw.get("kind", "")).upper(), 1),
+        parent_span_id=normalize_id(raw.get("parentId"), 8, source=source, line=line, field="parentId"),
+        name=at.scalar_text(raw.get("name"), "name"),
+        kind=_KINDS.get(kind.upper(), 1) if isinstance(kind, str) else 1,
         start_ns=start,
         end_ns=end,
         attributes=attrs,
         status=status,
         status_message=message,
         events=tuple(events),
-        resource=resource,
+        resource={"service.name": service} if service else {},
         scope=scope,
-        origin=str(source),
+        origin=f"{source}:{line}" if line is not None else str(source),
     )

@@ -23,6 +23,7 @@ from .._internal import hooks
 from ..codec import encode
 from ..config import get_config
 from ..errors import ConfigError, ReplayDivergence, ReplayError
+from ..redact import Redactor, _error_secrets, _scrub_text
 from ._model import Boundary, Trace, format_key
 from ._report import Finding, ReplayReport, diff_lines
 
@@ -85,6 +86,11 @@ def _digest(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
+def _redactor(spec: Any) -> Redactor | None:
+    """The redactor of the boundary's own configuration, as when it recorded: compare redacted with redacted."""
+    return (spec.config or get_config()).redact
+
+
 class ReplayRun:
     """An active replay of a recorded :class:`~chronicle_otel.replay.Trace` (see :func:`replay`)."""
 
@@ -128,6 +134,7 @@ class ReplayRun:
         self._used: set[str] = set()
         self._covered: set[str] = set()
         self._tokens: list[contextvars.Token[Any]] = []
+        self._redaction: dict[str, tuple[Redactor | None, list[str]]] = {}  # live recordings: how to compare
 
     # ------------------------------------------------------------------ activation
 
@@ -276,15 +283,24 @@ class ReplayRun:
             f"{format_key(b.call_key)}{' (already used)' if b.span_id in self._used else ''}" for b in pool[:5]
         ] or ["(no recordings under this parent)"]
 
-    def _input(self, spec: Any, wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+    def _input(
+        self,
+        spec: Any,
+        wrapped: Any,
+        instance: Any,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        secrets: list[str] | None = None,
+    ) -> str:
         bound = spec.binder.bind(args, kwargs, wrapped is not spec.raw and instance is not None)
-        return encode(bound, redact=get_config().redact).decode()
+        return encode(bound, redact=_redactor(spec), secrets=secrets).decode()
 
     def call(self, spec: Any, wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """Handle one boundary call (the recording path hands every call here while the replay is active)."""
         parent = self._frame.get() or self._root
         key = (*parent.key, (spec.name, parent.next_index(spec.name)))
-        actual_text = self._input(spec, wrapped, instance, args, kwargs) if spec.binder is not None else None
+        secrets: list[str] = []
+        actual_text = self._input(spec, wrapped, instance, args, kwargs, secrets) if spec.binder is not None else None
         actual = _digest(actual_text.encode()) if actual_text is not None else None
         rec = self._match(parent, spec.name, key, actual)
         if rec is None:
@@ -310,6 +326,7 @@ class ReplayRun:
             self.report.stubbed.append(rec.call_key)
             return self._execute(spec, self._stub_body(spec, rec), instance, args, kwargs, frame, "stub", rec)
         self.report.live.append(rec.call_key)
+        self._redaction[rec.span_id] = (_redactor(spec), secrets)
         return self._execute(spec, wrapped, instance, args, kwargs, frame, "live", rec)
 
     def _check_order(self, parent: _Frame, rec: Boundary) -> None:
@@ -485,19 +502,24 @@ class ReplayRun:
         """For a live call: note in the report how its output differs from the recording."""
         if rec is None:
             return
+        redactor, secrets = self._redaction.get(rec.span_id, (get_config().redact, []))
         try:
             if exc is not None:
                 envelope = orjson.loads(rec.raw_error.text) if rec.raw_error and rec.raw_error.complete else {}
-                same = envelope.get("type") == f"{type(exc).__module__}.{type(exc).__qualname__}" and envelope.get(
-                    "message"
-                ) == str(exc)
+                message = (
+                    str(exc) if redactor is None else _scrub_text(redactor, str(exc), _error_secrets(exc, secrets))
+                )
+                same = (
+                    envelope.get("type") == f"{type(exc).__module__}.{type(exc).__qualname__}"
+                    and envelope.get("message") == message
+                )
                 if not same:
                     was = f"recorded {_describe_recording(rec)}"
                     self.report.changes.append(
-                        Finding("output-changed", rec.call_key, f"now raises {type(exc).__name__}: {exc}; {was}")
+                        Finding("output-changed", rec.call_key, f"now raises {type(exc).__name__}: {message}; {was}")
                     )
                 return
-            actual = encode(value, redact=get_config().redact).decode()
+            actual = encode(value, redact=redactor).decode()
             if rec.failed and not rec.stream:
                 self.report.changes.append(
                     Finding("output-changed", rec.call_key, f"now returns; recorded {_describe_recording(rec)}")
@@ -516,13 +538,15 @@ class ReplayRun:
         """A ``call(...)`` block starts: match it like a live call and make it the current parent."""
         parent = self._frame.get() or self._root
         key = (*parent.key, (spec.name, parent.next_index(spec.name)))
-        actual = _digest(encode(input_value, redact=get_config().redact))
+        secrets: list[str] = []
+        actual = _digest(encode(input_value, redact=_redactor(spec), secrets=secrets))
         rec = self._match(parent, spec.name, key, actual)
         if rec is None:
             self.report.drift.append(Finding("unrecorded-live", key, "call(...) block with no recording"))
             return self._frame.set(_Frame(key)), None
         self._used.add(rec.span_id)
         self.report.live.append(rec.call_key)
+        self._redaction[rec.span_id] = (_redactor(spec), secrets)
         return self._frame.set(_Frame(rec.call_key)), rec
 
     def exit_block(self, token: contextvars.Token[Any], rec: Boundary | None, output: Any, exc: Any) -> None:

@@ -9,14 +9,14 @@ import hashlib
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
 from .. import semconv
 from .._internal.otlp_json import spans_to_request
 from ..codec import CODEC_VERSION, UnresolvedObject, decode, decode_value
-from ..errors import ReplayError
+from ..errors import CodecError, ReplayError, TraceLoadError
 
 _CODECS = {CODEC_VERSION}
 
@@ -81,7 +81,8 @@ class Payload:
 
 
 def _sha(text: str) -> str:
-    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+    # A lone surrogate (possible only in text from a custom source) hashes to no recorded digest.
+    return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 class ReplayedError(Exception):
@@ -156,7 +157,10 @@ class Boundary:
                 f"{len(payload.text)} characters and the payload store has no copy of {payload.digest}; "
                 "load the trace with the store that recorded it (store=...)"
             )
-        return decode(payload.text, allow=self.allow if allow is None else tuple(allow))
+        try:
+            return decode(payload.text, allow=self.allow if allow is None else tuple(allow))
+        except RecursionError:
+            raise CodecError(f"the {what} of boundary {format_key(self.call_key)} nests too deep to decode") from None
 
     @functools.cached_property
     def input(self) -> dict[str, Any]:
@@ -195,7 +199,10 @@ class Boundary:
         type_name = str(envelope.get("type", "builtins.Exception"))
         message = str(envelope.get("message", ""))
         tagged = {"$type": "exception", "class": type_name, "message": message, "args": envelope.get("args") or []}
-        value = decode_value(tagged, allow=self.allow if allow is None else tuple(allow))
+        try:
+            value = decode_value(tagged, allow=self.allow if allow is None else tuple(allow))
+        except RecursionError:
+            raise CodecError(f"the error of boundary {format_key(self.call_key)} nests too deep to decode") from None
         if isinstance(value, BaseException):
             return value
         args = value.data.get("args", []) if isinstance(value, UnresolvedObject) else []
@@ -281,49 +288,96 @@ class Trace:
 
 
 def payload_from_span(
-    attrs: Mapping[str, Any], keys: tuple[str, str, str], fetch: Any
+    attrs: Mapping[str, Any], keys: tuple[str, str, str], fetch: Any, *, where: str = ""
 ) -> tuple[Payload | None, str | None]:
     """Build the :class:`Payload` of one attribute triple, rehydrating from the store when needed.
 
     Returns the payload and a warning (or None).
+
+    Raises:
+        TraceLoadError: the attribute is not text and cannot be re-encoded as JSON (``where`` names the span).
     """
     text = attrs.get(keys[0])
     if text is None:
         return None, None
     if not isinstance(text, str):
         # A collector transform parsed the JSON string into a kvlist/array: re-encode it canonically.
-        text = orjson.dumps(text, option=orjson.OPT_SORT_KEYS).decode()
+        try:
+            text = orjson.dumps(text, option=orjson.OPT_SORT_KEYS).decode()
+        except orjson.JSONEncodeError as exc:
+            raise TraceLoadError(f"{keys[0]} is neither text nor JSON data ({exc})", source=where or None) from None
     digest = attrs.get(keys[1])
     if not isinstance(digest, str):
         return Payload(text, None, "unverified"), None
     if _sha(text) == digest:
         return Payload(text, digest, "ok"), None
     whole = fetch(digest) if fetch is not None else None
-    if whole is not None:
+    if isinstance(whole, bytes):
         try:
-            decoded = whole.decode()
+            decoded: str | None = whole.decode()
         except UnicodeDecodeError:
             decoded = None
         if decoded is not None and _sha(decoded) == digest:
             return Payload(decoded, digest, "rehydrated"), None
-    return Payload(text, digest, "missing"), f"{keys[0]} {digest} is cut to {len(text)} characters and not in the store"
+    warning = f"{keys[0]} {digest[:80]} is cut to {len(text)} characters and not in the store"
+    return Payload(text, digest, "missing"), warning
+
+
+MAX_BOUNDARY_DEPTH: Final = 4096
+"""Deepest nesting of boundaries accepted: each call key holds the whole chain from the root."""
+MAX_CALL_KEY_ENTRIES: Final = 1 << 24
+"""Most (name, index) entries all call keys of one trace may hold together: deep nesting times many calls would
+otherwise turn a small file into gigabytes of keys."""
+_MAX_CALL_INDEX: Final = 2**63 - 1
+
+
+def _call_index(value: Any) -> int | None:
+    """``chronicle.call.index`` as a non-negative integer (Zipkin keeps tags as strings); None when invalid."""
+    if value is None:
+        return 0
+    if isinstance(value, bool):
+        return None
+    digits = isinstance(value, str) and 0 < len(value) <= 19 and value.isascii() and value.isdigit()
+    whole = isinstance(value, float) and value.is_integer() and 0 <= value <= _MAX_CALL_INDEX
+    if isinstance(value, int) or digits or whole:
+        number = int(value)
+    else:
+        return None
+    return number if 0 <= number <= _MAX_CALL_INDEX else None
 
 
 def _boundary(
-    span: SpanRecord, parent: Boundary | None, fetch: Any, allow: tuple[str, ...], warnings: list[str]
+    span: SpanRecord,
+    parent: Boundary | None,
+    fetch: Any,
+    allow: tuple[str, ...],
+    warnings: list[str],
+    source: str = "",
 ) -> Boundary | None:
     attrs = span.attributes
     name = attrs.get(semconv.BOUNDARY_NAME)
     if not isinstance(name, str):
         return None
+    where = span.origin or source
     codec = attrs.get(semconv.CODEC, CODEC_VERSION)
-    if codec not in _CODECS:
-        raise ReplayError(
-            f"span {span.span_id} uses codec {codec!r}, newer than this chronicle-otel understands "
-            f"({CODEC_VERSION}); upgrade chronicle-otel"
+    if not isinstance(codec, str) or codec not in _CODECS:
+        shown = repr(codec[:80]) if isinstance(codec, str) else f"a {type(codec).__name__}"
+        raise TraceLoadError(
+            f"span {span.span_id} ({name[:200]!r}) uses codec {shown}, not one this chronicle-otel understands "
+            f"({CODEC_VERSION}); upgrade chronicle-otel",
+            source=where or None,
         )
-    index = attrs.get(semconv.CALL_INDEX, 0)
-    index = int(index) if isinstance(index, (int, str)) and str(index).lstrip("-").isdigit() else 0
+    index = _call_index(attrs.get(semconv.CALL_INDEX))
+    if index is None:
+        raise TraceLoadError(
+            f"span {span.span_id} ({name[:200]!r}) has {semconv.CALL_INDEX} {_shown(attrs.get(semconv.CALL_INDEX))}",
+            source=where or None,
+            expected=f"an integer from 0 to {_MAX_CALL_INDEX}",
+        )
+    if parent is not None and len(parent.call_key) >= MAX_BOUNDARY_DEPTH:
+        raise TraceLoadError(
+            f"span {span.span_id}: boundaries nest deeper than {MAX_BOUNDARY_DEPTH} levels", source=where or None
+        )
     key = (*(parent.call_key if parent else ()), (name, index))
     payloads = []
     for keys in (
@@ -331,15 +385,17 @@ def _boundary(
         (semconv.OUTPUT, semconv.OUTPUT_HASH, semconv.OUTPUT_TRUNCATED),
         (semconv.ERROR, semconv.ERROR_HASH, semconv.ERROR_TRUNCATED),
     ):
-        payload, warning = payload_from_span(attrs, keys, fetch)
+        payload, warning = payload_from_span(attrs, keys, fetch, where=f"{where} (span {span.span_id})")
         payloads.append(payload)
         if warning:
             warnings.append(f"boundary {format_key(key)}: {warning}")
     n = len(semconv.SESSION_PREFIX)
     state = attrs.get(semconv.STREAM_STATE)
+    kind = attrs.get(semconv.BOUNDARY_KIND, "custom")
+    function = attrs.get(semconv.CODE_FUNCTION)
     return Boundary(
         name=name,
-        kind=str(attrs.get(semconv.BOUNDARY_KIND, "custom")),
+        kind=kind if isinstance(kind, str) else "custom",
         call_index=index,
         call_key=key,
         span_id=span.span_id,
@@ -349,14 +405,24 @@ def _boundary(
         end_ns=span.end_ns,
         status=span.status,
         stream=attrs.get(semconv.STREAM) in (True, "true"),  # Zipkin tags are strings
-        stream_state=str(state) if state is not None else None,
-        function=attrs.get(semconv.CODE_FUNCTION),
+        stream_state=state if isinstance(state, str) else None,
+        function=function if isinstance(function, str) else None,
         raw_input=payloads[0],
         raw_output=payloads[1],
         raw_error=payloads[2],
         span=span,
         allow=allow,
     )
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, str):
+        return repr(value[:40])
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() <= 128:
+        return repr(value)
+    if isinstance(value, (bool, float)) or value is None:
+        return repr(value)
+    return f"a {type(value).__name__}"
 
 
 def build_trace(
@@ -367,7 +433,15 @@ def build_trace(
     allow: Iterable[str] = (),
     source: str = "",
 ) -> Trace:
-    """Assemble a :class:`Trace` from the spans of one trace."""
+    """Assemble a :class:`Trace` from the spans of one trace.
+
+    A boundary's parent is its nearest ancestor span that is a boundary. Start times alone cannot order parents
+    before children (backends round them: Phoenix keeps µs), so each span's ancestors are built first, walking
+    parent links without recursion; a parent cycle (hostile or broken data) is cut where the walk meets itself.
+
+    Raises:
+        TraceLoadError: a boundary span is malformed (unknown codec, bad call index, nesting too deep).
+    """
     ordered = sorted(spans, key=lambda s: (s.start_ns, s.end_ns, s.span_id))
     by_id = {s.span_id: s for s in ordered}
     allow_t = tuple(allow)
@@ -375,28 +449,48 @@ def build_trace(
     if not any(s.parent_span_id is None for s in ordered):
         warnings.append("the trace's root span is missing (its parent is not in the source)")
     built: dict[str, Boundary | None] = {}
+    # up[x]: the nearest boundary at or above span x, as a span below x sees it.
+    up: dict[str, Boundary | None] = {}
+    key_entries = 0
 
-    def boundary_of(span_id: str, trail: frozenset[str] = frozenset()) -> Boundary | None:
-        """The boundary of ``span_id`` (None for other spans), building its ancestors first.
+    for first in ordered:
+        if first.span_id in built:
+            continue
+        chain: list[str] = []  # first, its parent, grandparent… up to a resolved span, a root or a cycle
+        seen: dict[str, int] = {}
+        cursor: str | None = first.span_id
+        while cursor is not None and cursor in by_id and cursor not in up and cursor not in seen:
+            seen[cursor] = len(chain)
+            chain.append(cursor)
+            cursor = by_id[cursor].parent_span_id
+        cycle_at = seen.get(cursor) if cursor is not None else None
+        above = up.get(cursor) if cursor is not None and cycle_at is None else None
+        for span_id in reversed(chain):  # ancestors first
+            boundary = _boundary(by_id[span_id], above, fetch, allow_t, warnings, source)
+            built[span_id] = boundary
+            if boundary is not None:
+                above = boundary
+                key_entries += len(boundary.call_key)
+                if key_entries > MAX_CALL_KEY_ENTRIES:
+                    raise TraceLoadError(
+                        f"the call keys of this trace's boundaries hold more than {MAX_CALL_KEY_ENTRIES} entries "
+                        "(boundaries nested deep, many times over)",
+                        source=source or None,
+                    )
+        if cycle_at is None:
+            _resolve_up(chain, len(chain), built, up, by_id)
+        else:
+            # A span below the cycle walks around it until it meets a boundary.
+            cycle = chain[cycle_at:]
+            nearest: Boundary | None = None
+            for k in range(2 * len(cycle) - 1, -1, -1):
+                candidate = built[cycle[k % len(cycle)]]
+                if candidate is not None:
+                    nearest = candidate
+                if k < len(cycle):
+                    up[cycle[k]] = nearest
+            _resolve_up(chain, cycle_at, built, up, by_id)
 
-        Start times alone cannot order parents before children: backends round them (Phoenix keeps µs).
-        """
-        if span_id in built:
-            return built[span_id]
-        span = by_id[span_id]
-        parent_id = span.parent_span_id
-        parent: Boundary | None = None
-        trail = trail | {span_id}
-        while parent_id is not None and parent_id in by_id and parent_id not in trail:
-            parent = boundary_of(parent_id, trail)
-            if parent is not None:
-                break
-            parent_id = by_id[parent_id].parent_span_id
-        built[span_id] = result = _boundary(span, parent, fetch, allow_t, warnings)
-        return result
-
-    for span in ordered:
-        boundary_of(span.span_id)
     boundaries = sorted(
         (b for b in built.values() if b is not None), key=lambda b: (b.start_ns, len(b.call_key), b.call_index)
     )
@@ -405,6 +499,23 @@ def build_trace(
     if len(top) > 1:
         warnings.append(f"{len(top)} top-level boundaries; the first, {top[0].name!r}, is the root")
     return Trace(trace_id, tuple(ordered), tuple(boundaries), root, source, tuple(warnings))
+
+
+def _resolve_up(
+    chain: list[str],
+    stop: int,
+    built: Mapping[str, Boundary | None],
+    up: dict[str, Boundary | None],
+    by_id: Mapping[str, SpanRecord],
+) -> None:
+    """Fill ``up`` for ``chain[:stop]``, top-down: a span's own boundary, else what its parent sees."""
+    for i in range(stop - 1, -1, -1):
+        span_id = chain[i]
+        boundary = built[span_id]
+        if boundary is None:
+            parent_id = by_id[span_id].parent_span_id
+            boundary = up.get(parent_id) if parent_id is not None else None
+        up[span_id] = boundary
 
 
 __all__ = [

@@ -198,11 +198,23 @@ class LocalStore:
         else:
             self._check_format(fmt)
         db = sqlite3.connect(self.path / "index.sqlite3", timeout=30, check_same_thread=False, isolation_level=None)
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute(f"PRAGMA synchronous={'FULL' if self.durable else 'NORMAL'}")
-        db.executescript(_SCHEMA)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute(f"PRAGMA synchronous={'FULL' if self.durable else 'NORMAL'}")
+            db.executescript(_SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            db.close()
+            raise StoreError(f"unreadable store index ({exc})", self.path / "index.sqlite3") from None
         self._db = db
         return db
+
+    @contextlib.contextmanager
+    def _reading(self) -> Iterator[None]:
+        """Reads of an index that was damaged or tampered with raise :class:`StoreError`."""
+        try:
+            yield
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"unreadable store index ({exc})", self.path / "index.sqlite3") from None
 
     def _check_format(self, fmt: Path) -> None:
         try:
@@ -335,12 +347,12 @@ class LocalStore:
 
     def get_payload(self, digest: str) -> bytes | None:
         """The whole payload stored under ``digest``, or None."""
-        with self._lock:
+        with self._lock, self._reading():
             db = self._connect(create=False)
             if db is None:
                 return None
             row = db.execute("SELECT data FROM payloads WHERE hash=?", (digest,)).fetchone()
-        return bytes(row[0]) if row else None
+        return bytes(row[0]) if row and isinstance(row[0], bytes) else None
 
     def list_traces(self, *, limit: int | None = None, failed: bool | None = None) -> list[TraceSummary]:
         """Recorded traces, most recent first.
@@ -362,7 +374,7 @@ class LocalStore:
         if limit is not None:
             query += " LIMIT ?"
             params = (limit,)
-        with self._lock:
+        with self._lock, self._reading():
             db = self._connect(create=False)
             if db is None:
                 return []
@@ -371,7 +383,7 @@ class LocalStore:
 
     def trace_summary(self, trace_id: str) -> TraceSummary | None:
         """The summary of one trace, or None when it is not in the store."""
-        with self._lock:
+        with self._lock, self._reading():
             db = self._connect(create=False)
             if db is None:
                 return None
@@ -383,8 +395,16 @@ class LocalStore:
         return TraceSummary(*row) if row else None
 
     def iter_lines(self, trace_id: str) -> Iterator[bytes]:
-        """The raw OTLP/JSON lines holding spans of ``trace_id``, in write order."""
-        with self._lock:
+        """The raw OTLP/JSON lines holding spans of ``trace_id``, in write order.
+
+        Raises:
+            StoreError: the index or a segment is damaged (missing, truncated, pointing outside the store).
+        """
+        for _, _, line in self._located_lines(trace_id):
+            yield line
+
+    def _located_lines(self, trace_id: str) -> Iterator[tuple[Path, int, bytes]]:
+        with self._lock, self._reading():
             db = self._connect(create=False)
             if db is None:
                 return
@@ -396,34 +416,69 @@ class LocalStore:
         handles: dict[str, Any] = {}
         try:
             for segment, offset, length in rows:
+                full = self._segment_path(segment)
+                if not (isinstance(offset, int) and isinstance(length, int) and offset >= 0 and length >= 0):
+                    raise StoreError(f"index row with offset {offset!r} and length {length!r}", full)
                 fh = handles.get(segment)
                 if fh is None:
                     try:
-                        fh = handles[segment] = open(self.path / segment, "rb")  # noqa: SIM115
+                        fh = handles[segment] = open(full, "rb")  # noqa: SIM115
                     except OSError as exc:
-                        raise StoreError(f"span segment missing ({exc.strerror})", self.path / segment) from None
+                        raise StoreError(f"span segment missing ({exc.strerror})", full) from None
                 fh.seek(offset)
                 line = fh.read(length)
                 if len(line) != length:
-                    raise StoreError(f"span segment truncated at byte {offset}", self.path / segment)
-                yield line
+                    raise StoreError(f"span segment truncated at byte {offset}", full)
+                yield full, offset, line
         finally:
             for fh in handles.values():
                 fh.close()
 
+    def _segment_path(self, segment: object) -> Path:
+        """The segment file an index row names: always a file under ``spans/`` of this store."""
+        rel = Path(segment) if isinstance(segment, str) else None
+        if rel is None or rel.is_absolute() or ".." in rel.parts or rel.parts[:1] != ("spans",):
+            raise StoreError(f"index row names a segment outside the store: {str(segment)[:200]!r}", self.path)
+        return self.path / rel
+
     def read_requests(self, trace_id: str) -> list[dict[str, Any]]:
-        """The ``ExportTraceServiceRequest`` documents holding spans of ``trace_id``."""
-        return [orjson.loads(line) for line in self.iter_lines(trace_id)]
+        """The ``ExportTraceServiceRequest`` documents holding spans of ``trace_id``.
+
+        Raises:
+            StoreError: a line is not a JSON object, or the index or a segment is damaged.
+        """
+        requests = []
+        for path, offset, line in self._located_lines(trace_id):
+            try:
+                request = orjson.loads(line)
+            except orjson.JSONDecodeError as exc:
+                raise StoreError(f"the line at byte {offset} is not JSON ({exc})", path) from None
+            if not isinstance(request, dict):
+                raise StoreError(f"the line at byte {offset} is not a JSON object", path)
+            requests.append(request)
+        return requests
 
     def read_spans(self, trace_id: str) -> list[dict[str, Any]]:
-        """The OTLP/JSON spans of ``trace_id``, in the order they were exported."""
-        return [
-            span
-            for request in self.read_requests(trace_id)
-            for rs in request.get("resourceSpans", ())
-            for ss in rs.get("scopeSpans", ())
-            for span in ss.get("spans", ())
-        ]
+        """The OTLP/JSON spans of ``trace_id``, in the order they were exported.
+
+        Raises:
+            StoreError: a line is not an OTLP/JSON request, or the index or a segment is damaged.
+        """
+        spans = []
+        for request in self.read_requests(trace_id):
+            for rs in _objects(request.get("resourceSpans"), self.path):
+                for ss in _objects(rs.get("scopeSpans"), self.path):
+                    spans.extend(_objects(ss.get("spans"), self.path))
+        return spans
+
+
+def _objects(value: Any, path: Path) -> list[dict[str, Any]]:
+    """A list of JSON objects from a stored request (None counts as an empty one)."""
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
+        raise StoreError("a stored line is not an OTLP/JSON request", path)
+    return value
 
 
 def payload_digest(data: bytes) -> str:

@@ -393,6 +393,7 @@ def test_registered_source(recorded: Any) -> None:
 
             return spans_of_request(doc, source=self.url)
 
+    first = doc["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
+    assert base64.b64decode(first["traceId"]).hex() == expected.trace_id  # protobuf's JSON mapping: base64 ids
     register_source("bucket", Bucket)
     check(chronicle.load_trace("bucket://traces/x", expected.trace_id, store=rec.store), expected)
-    assert base64  # the ids in `doc` are base64, as protobuf's JSON mapping writes them

@@ -288,7 +288,7 @@ def test_store_source_latest_and_latest_failed(tmp_path: Path) -> None:
 
 def test_newer_codec_asks_for_an_upgrade(tmp_path: Path) -> None:
     s = span("00000000000000a1", "run", **{sc.BOUNDARY_NAME: "run", sc.CODEC: "chronicle-json/9"})
-    with pytest.raises(chronicle.ReplayError, match="upgrade chronicle-otel"):
+    with pytest.raises(chronicle.TraceLoadError, match="upgrade chronicle-otel"):
         chronicle.load_trace(write_lines(tmp_path / "new.jsonl", request(s)))
 
 

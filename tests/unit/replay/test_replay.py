@@ -203,7 +203,7 @@ def test_stub_reraises_recorded_builtin_exception(recorder: Recorder) -> None:
     def fails(x: int) -> int:
         raise ValueError("rate limited", 429)
 
-    trace = record(recorder, fails, 1)
+    trace = record(recorder, fails, 1, raises=ValueError)
     assert trace.root is not None and trace.root.failed
     with chronicle.replay(trace) as run, pytest.raises(ValueError) as info:
         run.rerun()
@@ -216,7 +216,7 @@ def test_stub_reraises_allowed_custom_exception_or_replayed_error(recorder: Reco
     def broker() -> None:
         raise BrokerError("insufficient shares")
 
-    trace = record(recorder, broker)
+    trace = record(recorder, broker, raises=BrokerError)
     with chronicle.replay(trace) as run, pytest.raises(BrokerError, match="insufficient shares"):
         run.rerun()
     with chronicle.replay(trace, allow=[]) as run, pytest.raises(ReplayedError) as info:
@@ -231,7 +231,7 @@ def test_live_call_raising_like_the_recording_is_no_change(recorder: Recorder) -
     def always_fails() -> None:
         raise KeyError("k")
 
-    trace = record(recorder, always_fails)
+    trace = record(recorder, always_fails, raises=KeyError)
     with chronicle.replay(trace) as run, pytest.raises(KeyError):
         run.rerun()
     assert run.report.ok and run.report.changes == []

@@ -1,0 +1,79 @@
+"""Bounds on what loading one trace may cost: trace data is untrusted input."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Final
+
+from .. import environment_variables as env
+from ..errors import ConfigError
+
+MIB: Final = 1 << 20
+
+
+@dataclasses.dataclass(frozen=True)
+class LoadLimits:
+    """Bounds on the memory and time that loading one trace may take.
+
+    Trace files and backend answers are untrusted: a compressed file may inflate a thousandfold, a server may trickle
+    bytes forever. Each bound is an argument, else its environment variable, else the default
+    (:meth:`from_env`). Exceeding one raises :class:`~chronicle_otel.errors.LoadLimitError`, whose message names the
+    limit and how to raise it.
+
+    Example::
+
+        load_trace("huge-but-trusted.jsonl.gz", limits=LoadLimits(max_decompressed_bytes=2 << 30))
+    """
+
+    max_decompressed_bytes: int = 256 * MIB
+    """Largest size a compressed file may inflate to (``CHRONICLE_MAX_DECOMPRESSED_BYTES``)."""
+
+    max_compression_ratio: float = 200.0
+    """Largest inflated/compressed ratio, checked once more than 1 MiB has been inflated
+    (``CHRONICLE_MAX_COMPRESSION_RATIO``)."""
+
+    max_response_bytes: int = 256 * MIB
+    """Largest body read from a backend for one HTTP request (``CHRONICLE_MAX_RESPONSE_BYTES``)."""
+
+    http_timeout: float = 60.0
+    """Total deadline in seconds of one HTTP request: connect, wait and read the whole body
+    (``CHRONICLE_HTTP_TIMEOUT``)."""
+
+    def __post_init__(self) -> None:
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise ConfigError(field.name, value, "a positive number")
+
+    @classmethod
+    def from_env(cls) -> LoadLimits:
+        """The limits from the ``CHRONICLE_*`` environment variables, defaults for those unset.
+
+        Raises:
+            ConfigError: a variable is not a positive number.
+        """
+        values: dict[str, float] = {}
+        for name, var, kind in _ENV:
+            raw = os.environ.get(var, "").strip()
+            if not raw:
+                continue
+            try:
+                number = kind(raw)
+            except ValueError:
+                raise ConfigError(var, raw, "a positive number") from None
+            if not number > 0:
+                raise ConfigError(var, raw, "a positive number")
+            values[name] = number
+        return cls(**values)  # type: ignore[arg-type]
+
+
+_ENV: Final = (
+    ("max_decompressed_bytes", env.CHRONICLE_MAX_DECOMPRESSED_BYTES, int),
+    ("max_compression_ratio", env.CHRONICLE_MAX_COMPRESSION_RATIO, float),
+    ("max_response_bytes", env.CHRONICLE_MAX_RESPONSE_BYTES, int),
+    ("http_timeout", env.CHRONICLE_HTTP_TIMEOUT, float),
+)
+
+ENV_VARS: Final = {name: var for name, var, _ in _ENV}
+"""The environment variable of each limit, for error messages."""

@@ -1,0 +1,659 @@
+r"""Redaction: secrets are replaced by ``[REDACTED]`` before anything leaves the process.
+
+Usage::
+
+    import chronicle_otel as chronicle
+
+    chronicle.configure(
+        redaction=chronicle.RedactionOptions(
+            keys=[r"(?i)iban"],                   # more key names (whole-name regular expressions)
+            values=[r"\bACME-[0-9]{8}\b"],          # more secret value formats
+        )
+    )
+
+What is redacted, by default:
+
+- **By key name.** The value of an argument, mapping key, dataclass or pydantic field whose name is a
+  secret (:data:`DEFAULT_KEY_PATTERNS`: ``password``, ``api_key``, ``client_secret``/``clientSecret``,
+  ``access_token``, ``Authorization``, ``private_key_pem``, ``connection_string``…) is replaced whole,
+  whatever its type. The name matches as a whole or by its last ``_``/``-``/``.``/camelCase segment, so
+  ``openai_api_key`` is redacted and ``max_tokens``, ``author`` or ``monkey`` are kept.
+- **By value format.** Every string of a payload (input, output, error), of an exception's message and
+  stack trace, and of a session variable is scanned for well-known secret formats
+  (:data:`DEFAULT_VALUE_PATTERNS`): OpenAI and Anthropic keys, AWS access key ids, GitHub and Slack
+  tokens, Stripe and Google API keys, JWTs, ``Bearer``/``Basic`` credentials, PEM private keys and the
+  password of a URL (``postgres://app:[REDACTED]@db``). Only the secret is replaced.
+- **Values repeated in an error.** A value redacted by key from a call's arguments is also removed from
+  the exception the call raises (``raise ValueError(f"bad password {password}")``).
+
+Configuration: :class:`~chronicle_otel.RedactionOptions` (``keys``, ``defaults``, ``values``,
+``value_defaults``, ``redactor``) and the environment variables ``CHRONICLE_REDACT_KEYS`` and
+``CHRONICLE_REDACT_VALUES`` (extra regular expressions, comma separated; ``false`` turns value formats
+off). ``configure(redaction=False)`` redacts nothing.
+
+Your own rules: any object with ``redact_key(name) -> bool`` and ``redact_text(text) -> str`` is a
+:class:`Redactor`; pass it as ``RedactionOptions(redactor=...)`` and it runs after the built-in patterns.
+Its exceptions are logged once and swallowed, and what it was asked about is then redacted whole:
+instrumentation never breaks the call.
+
+Cost: key names are looked up in a cache (one dict lookup per key). Value formats are found in each
+payload's canonical JSON, once: a format's scan runs only when a character every match holds occurs
+(a ``memchr``), as a literal-prefix regex search, and replaces in place. About 1 µs per KB of payload
+(up to ~2.5 µs for JSON dense in ``_`` keys and UUIDs); see ``benchmarks/overhead.py`` (``nostore_novalues``).
+
+API:
+    :class:`Redactor`, :class:`PatternRedactor`, :data:`REDACTED`, :data:`DEFAULT_KEY_PATTERNS`,
+    :data:`DEFAULT_SECRET_PATTERN`, :data:`DEFAULT_VALUE_PATTERNS`, :func:`key_filter`.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextvars
+import re
+from collections.abc import Callable, Iterable, Mapping
+from types import MappingProxyType
+from typing import Any, Final, Protocol, runtime_checkable
+
+import orjson
+
+from ._internal.errors import log_once
+
+__all__ = [
+    "DEFAULT_KEY_PATTERNS",
+    "DEFAULT_SECRET_PATTERN",
+    "DEFAULT_VALUE_PATTERNS",
+    "REDACTED",
+    "KeyFilter",
+    "PatternRedactor",
+    "Redactor",
+    "key_filter",
+]
+
+REDACTED: Final = "[REDACTED]"
+"""What a redacted value, or the secret part of a string, is replaced by."""
+
+KeyFilter = Callable[[str], bool]
+"""Predicate on a mapping key or argument name: True when its value must be redacted."""
+
+
+@runtime_checkable
+class Redactor(Protocol):
+    """Decides what is secret. Implement it to plug your own rules in (``RedactionOptions(redactor=...)``).
+
+    Both methods are called on the user's call path: keep them fast. An exception they raise is logged once
+    and the key or text concerned is redacted whole.
+    """
+
+    def redact_key(self, name: str) -> bool:
+        """True when the value under this argument name or mapping key must be replaced whole."""
+        ...
+
+    def redact_text(self, text: str) -> str:
+        """Return ``text`` with every secret it contains replaced (by :data:`REDACTED`, or as you like)."""
+        ...
+
+
+# ------------------------------------------------------------------------------------------------ key names
+
+DEFAULT_KEY_PATTERNS: Final[tuple[str, ...]] = (
+    r"pass(?:word|wd|phrase)?s?",
+    r"pwd",
+    r"secrets?(?:[_-]?key)?",
+    r"secret[_-]?access[_-]?key",
+    r"api[_-]?keys?",
+    r"(?:access|refresh|id|auth|bearer|session|csrf|xsrf|api)?[_-]?token",
+    r"bearer",
+    r"auth(?:orization)?",
+    r"credentials?",
+    r"(?:private|signing|encryption|master|stripe|secret)[_-]?key(?:[_-]?(?:pem|der|b64|base64|hex|bytes|data))?",
+    r"(?:set[_-]?)?cookie",
+    r"session[_-]?id",
+    r"jwt",
+    r"ssn",
+    r"(?:credit[_-]?)?card[_-]?number",
+    r"cvv2?",
+    r"cvc",
+    r"conn(?:ection)?[_-]?str(?:ing)?",
+    r"dsn",
+)
+"""Secret names, matched case-insensitively against a whole key or argument name or its last segment
+(after ``_``, ``-``, ``.``, a space, or a camelCase boundary): ``password``, ``db_password``, ``apiKey``,
+``X-Api-Key``, ``client_secret``, ``clientSecret``, ``aws_secret_access_key``, ``access_token``,
+``Authorization``, ``bearer``, ``private_key_pem``, ``signing_key``, ``stripe_key``, ``Cookie``,
+``connection_string``… but not ``max_tokens``, ``input_tokens``, ``token_count``, ``author``,
+``keyboard``, ``monkey`` or ``passage``."""
+
+_LAST_SEGMENT = r"(?:.*[_.\-\s]|.*(?-i:[a-z0-9](?=[A-Z])))?"
+
+DEFAULT_SECRET_PATTERN: Final = r"(?i)" + _LAST_SEGMENT + r"(?:" + "|".join(DEFAULT_KEY_PATTERNS) + r")"
+""":data:`DEFAULT_KEY_PATTERNS` as one regular expression for :func:`key_filter` (a full match is a secret)."""
+
+
+def key_filter(patterns: Iterable[str] = (DEFAULT_SECRET_PATTERN,)) -> KeyFilter:
+    """Build a cached predicate that is True for key names fully matching any of ``patterns``.
+
+    Raises:
+        re.error: a pattern is not a valid regular expression.
+    """
+    regexes = [re.compile(p) for p in patterns]
+    cache: dict[str, bool] = {}
+
+    def matches(key: str) -> bool:
+        hit = cache.get(key)
+        if hit is None:
+            hit = any(r.fullmatch(key) is not None for r in regexes)
+            if len(cache) < 10_000:
+                cache[key] = hit
+        return hit
+
+    return matches
+
+
+# ------------------------------------------------------------------------------------------------ value formats
+
+
+def _hyphenated_words(secret: str) -> bool:
+    body = secret[3:]
+    for sub in ("proj-", "svcacct-", "admin-"):
+        if body.startswith(sub):
+            body = body[len(sub) :]
+            break
+    return all(part.isalpha() and part.islower() and len(part) <= 12 for part in re.split(r"[-_]", body))
+
+
+def _opaque_token(secret: str) -> bool:
+    if len(secret) < 8:
+        return False
+    if len(secret) >= 20 or any(c.isdigit() for c in secret):
+        return True
+    return any(c.isupper() for c in secret[1:]) and any(c.islower() for c in secret)
+
+
+def _basic_credentials(secret: str) -> bool:
+    try:
+        core = secret.rstrip("=")
+        raw = base64.b64decode(core + "=" * (-len(core) % 4), validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    return b":" in raw and all(32 <= b < 127 for b in raw)
+
+
+class _Format:
+    """One built-in secret format, written as ``before`` + ``after``.
+
+    ``before`` has a fixed width and ends with ``anchor``, a literal the scanner searches for (a regex
+    that starts with a literal prefix runs at string-search speed); what precedes the anchor is checked
+    behind it. ``gate`` is one character of every match: when a text lacks it (a ``memchr``), the scan is
+    skipped. ``boundary`` is a character class that must not precede the secret. A group named ``secret``
+    in ``after`` narrows what is replaced; ``check`` rejects look-alikes.
+    """
+
+    __slots__ = ("after", "anchor", "before", "boundary", "check", "gate", "name")
+
+    def __init__(
+        self,
+        name: str,
+        before: str,
+        after: str,
+        *,
+        anchor: str,
+        gate: str,
+        boundary: str | None = None,
+        check: Callable[[str], bool] | None = None,
+    ) -> None:
+        self.name = name
+        self.before = before
+        self.after = after
+        self.anchor = anchor
+        self.gate = gate
+        self.boundary = boundary
+        self.check = check
+
+    @property
+    def pattern(self) -> str:
+        """The stand-alone regular expression."""
+        lead = f"(?<!{self.boundary})" if self.boundary else ""
+        return lead + self.before + self.after
+
+    @property
+    def back(self) -> int:
+        """Characters of the secret before its anchor."""
+        return len(re.sub(r"\[[^\]]*\]", "x", self.before)) - len(self.anchor)
+
+
+_TOKEN = "[A-Za-z0-9_-]"
+_WORD = "[A-Za-z0-9_]"
+_PEM_LABEL = r"[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
+
+_FORMATS: tuple[_Format, ...] = (
+    _Format(
+        "openai_key",
+        "sk-",
+        rf"(?!ant-){_TOKEN}{{20,}}",
+        anchor="k-",
+        gate="-",
+        boundary=_TOKEN,
+        check=lambda s: not _hyphenated_words(s),
+    ),
+    _Format("anthropic_key", "sk-", rf"ant-{_TOKEN}{{20,}}", anchor="k-", gate="-", boundary=_TOKEN),
+    _Format("stripe_key", "[rs]k_", r"(?:live|test)_[A-Za-z0-9]{16,}", anchor="_", gate="_", boundary=_TOKEN),
+    _Format(
+        "aws_access_key_id", "A", r"[KS]IA[A-Z0-9]{16}(?![A-Za-z0-9])", anchor="A", gate="A", boundary="[A-Za-z0-9]"
+    ),
+    _Format("google_api_key", "A", rf"Iza{_TOKEN}{{20,}}", anchor="A", gate="A", boundary=_TOKEN),
+    _Format("github_token", "gh[pousr]_", r"[A-Za-z0-9]{20,}", anchor="_", gate="_", boundary=_TOKEN),
+    _Format("github_pat", "github_pat_", r"[A-Za-z0-9_]{22,}", anchor="_", gate="_", boundary=_TOKEN),
+    _Format("slack_token", "xox", r"[abprse]-[A-Za-z0-9-]{10,}", anchor="xox", gate="x", boundary=_TOKEN),
+    _Format("jwt", "eyJ", rf"{_TOKEN}+\.eyJ{_TOKEN}+\.{_TOKEN}*", anchor="eyJ", gate="J", boundary=_TOKEN),
+    _Format(
+        "bearer_token",
+        "B",
+        r"(?:earer|EARER)(?:[ \t]|\\+t)+(?P<secret>[A-Za-z0-9._~+/-]+=*)",
+        anchor="B",
+        gate="B",
+        boundary=_WORD,
+        check=_opaque_token,
+    ),
+    _Format(
+        "basic_auth",
+        "B",
+        r"(?:asic|ASIC)(?:[ \t]|\\+t)+(?P<secret>[A-Za-z0-9+/]{6,}={0,2})",
+        anchor="B",
+        gate="B",
+        boundary=_WORD,
+        check=_basic_credentials,
+    ),
+    _Format(
+        "private_key",
+        "-----BEGIN",
+        rf" ?{_PEM_LABEL}(?:[^\"]*?-----END {_PEM_LABEL}|[^\"]*)",
+        anchor="-----BEGIN",
+        gate="N",
+    ),
+    _Format("url_password", "://", r"[^\s:@/?#\"\\]*:(?P<secret>[^\s@/?#\"\\]+)@", anchor="://", gate="@"),
+)
+
+DEFAULT_VALUE_PATTERNS: Final[Mapping[str, str]] = MappingProxyType({f.name: f.pattern for f in _FORMATS})
+"""The built-in secret value formats, by name, as stand-alone regular expressions (``re.search`` finds the
+secret in a text). Where a pattern has a group named ``secret``, only that group is replaced: the
+``Bearer``/``Basic`` scheme and a URL's scheme, user and host are kept.
+
+``openai_key`` (``sk-…``, ``sk-proj-…``), ``anthropic_key`` (``sk-ant-…``), ``stripe_key`` (``sk_live_…``,
+``rk_live_…``, ``sk_test_…``), ``aws_access_key_id`` (``AKIA…``, ``ASIA…``), ``google_api_key``
+(``AIza…``), ``github_token`` (``ghp_``, ``gho_``, ``ghu_``, ``ghs_``, ``ghr_``), ``github_pat``
+(``github_pat_…``), ``slack_token`` (``xoxb-…``…), ``jwt`` (``eyJ….eyJ….sig``), ``bearer_token``
+(``Bearer <token>``), ``basic_auth`` (``Basic <base64 of user:password>``), ``private_key`` (a PEM
+``-----BEGIN … PRIVATE KEY-----`` block, to its END line or to the end of the string) and
+``url_password`` (``scheme://user:password@host``).
+
+Tuned against ordinary text: besides these patterns, the scanner rejects look-alikes (hyphenated words
+after ``sk-``, ``Bearer``/``Basic`` followed by a word rather than a token or ``user:password`` in base64);
+UUIDs, hex digests and base64 data are kept. Next to a backslash escape (``\\n`` before a key), the escape
+counts as a separator."""
+
+
+_Entry = tuple[_Format, str | None, re.Pattern[str] | None]
+
+
+class _Scanner:
+    """Finds secrets in a text: one regex per anchor, each run only when its gate character occurs."""
+
+    __slots__ = ("extra", "extra_names", "groups")
+
+    def __init__(self, formats: Iterable[_Format], extra: Iterable[str]) -> None:
+        by_anchor: dict[str, list[tuple[int, _Format]]] = {}
+        for i, fmt in enumerate(formats):
+            by_anchor.setdefault(fmt.anchor, []).append((i, fmt))
+        self.groups: list[tuple[str, re.Pattern[str], dict[str, _Entry]]] = []
+        for anchor, members in by_anchor.items():
+            alternatives = []
+            table: dict[str, _Entry] = {}
+            for i, fmt in members:
+                alt = f"(?<={fmt.before})" if fmt.before != anchor else ""
+                group = f"s{i}" if "(?P<secret>" in fmt.after else None
+                alt += fmt.after.replace("(?P<secret>", f"(?P<{group}>") + f"(?P<f{i}>)"
+                alternatives.append(alt)
+                table[f"f{i}"] = (fmt, group, re.compile(fmt.boundary) if fmt.boundary else None)
+            regex = re.compile(re.escape(anchor) + "(?:" + "|".join(alternatives) + ")")
+            self.groups.append((members[0][1].gate, regex, table))
+        patterns = list(extra)
+        self.extra_names: dict[str, str | None] = {}
+        self.extra: re.Pattern[str] | None = None
+        if patterns:
+            parts = []
+            for i, p in enumerate(patterns):
+                group = f"u{i}" if "(?P<secret>" in p else None
+                body = p.replace("(?P<secret>", f"(?P<{group}>").replace("(?P=secret)", f"(?P={group})")
+                parts.append(f"(?:{body})(?P<x{i}>)")
+                self.extra_names[f"x{i}"] = group
+            self.extra = re.compile("|".join(parts))
+
+    def spans(self, text: str, json: bool) -> list[tuple[int, int]] | None:
+        """Sorted, merged ``(start, end)`` of the secrets in ``text``.
+
+        With ``json``, ``text`` is canonical JSON; None means a match could not be replaced in place
+        (it crosses a string's end or an escape sequence) and the caller must redact string by string.
+        """
+        found: list[tuple[int, int]] = []
+        for gate, regex, table in self.groups:
+            if gate not in text:
+                continue
+            m = regex.search(text)
+            while m is not None:
+                entry = table.get(m.lastgroup or "")
+                if entry is not None:
+                    fmt, group, boundary = entry
+                    lead = m.start() - fmt.back
+                    # the boundary is checked here, not in the regex: the "n" of an escaped newline before a
+                    # secret is no letter
+                    if (
+                        boundary is None
+                        or lead == 0
+                        or boundary.match(text, lead - 1) is None
+                        or _after_escape(text, lead)
+                    ):
+                        start, end = m.span(group) if group is not None else (lead, m.end())
+                        if fmt.check is None or fmt.check(text[start:end]):
+                            found.append((start, end))
+                # on by one character, not past the match: a match (or a look-alike) may swallow the start of the
+                # next secret ("Bearer <token>/Bearer <token>"); overlapping spans are merged below
+                m = regex.search(text, m.start() + 1)
+        if self.extra is not None:
+            for m in self.extra.finditer(text):
+                group = self.extra_names.get(m.lastgroup or "")
+                start, end = m.span(group) if group is not None else m.span()
+                if end > start:
+                    found.append((start, end))
+        if not found:
+            return found
+        found.sort()
+        merged = [found[0]]
+        for start, end in found[1:]:
+            last_start, last_end = merged[-1]
+            if start <= last_end:
+                merged[-1] = (last_start, max(last_end, end))
+            else:
+                merged.append((start, end))
+        if json:
+            for start, end in merged:
+                if '"' in text[start:end] or _inside_escape(text, start) or _inside_escape(text, end):
+                    return None
+        return merged
+
+
+def _after_escape(text: str, pos: int) -> bool:
+    r"""True when the characters before ``pos`` are a backslash escape (``\n``, ``\t``, ``\u00e9``).
+
+    Such a letter is no part of a word before a secret, whether the escape is JSON's own or text that
+    holds escaped text (a JSON document inside a string).
+    """
+    if pos >= 2 and text[pos - 2] == "\\":
+        return True
+    return pos >= 6 and text[pos - 6] == "\\" and _UNICODE_ESCAPE_TAIL.fullmatch(text, pos - 5, pos) is not None
+
+
+_UNICODE_ESCAPE_TAIL = re.compile(r"u[0-9A-Fa-f]{4}")
+
+
+def _inside_escape(text: str, pos: int) -> bool:
+    r"""True when ``pos`` falls strictly inside a JSON escape sequence (``\n``, ``\u001e``…)."""
+    j = text.rfind("\\", max(0, pos - 6), pos)
+    if j < 0:
+        return False
+    k = j
+    while k > 0 and text[k - 1] == "\\":
+        k -= 1
+    if (j - k) % 2:  # an even run of backslashes: j ends an escaped backslash
+        return False
+    return pos < j + (6 if text[j + 1 : j + 2] == "u" else 2)
+
+
+def _splice(text: str, spans: list[tuple[int, int]]) -> str:
+    out = []
+    last = 0
+    for start, end in spans:
+        out.append(text[last:start])
+        out.append(REDACTED)
+        last = end
+    out.append(text[last:])
+    return "".join(out)
+
+
+def _map_strings(node: Any, fn: Callable[[str], str]) -> Any:
+    """``node`` (JSON-native data) with ``fn`` applied to every string, mapping keys included."""
+    if type(node) is str:
+        return fn(node)
+    if type(node) is list:
+        return [_map_strings(x, fn) for x in node]
+    if type(node) is dict:
+        return {fn(k): _map_strings(v, fn) for k, v in node.items()}
+    return node
+
+
+def _redact_json_strings(data: bytes, fn: Callable[[str], str]) -> bytes:
+    """Canonical JSON ``data`` with ``fn`` applied to every string in it, re-encoded canonically."""
+    return orjson.dumps(_map_strings(orjson.loads(data), fn), option=orjson.OPT_SORT_KEYS)
+
+
+class PatternRedactor:
+    """The built-in :class:`Redactor`: secret key names and secret value formats.
+
+    Args:
+        keys: regular expressions a secret key or argument name fully matches. Default: the built-in names.
+        values: extra regular expressions for secret values, searched in every string; a group named
+            ``secret`` narrows the replacement to that group. Patterns are combined into one alternation:
+            refer to groups by name, not number.
+        formats: names of the built-in value formats to look for (keys of :data:`DEFAULT_VALUE_PATTERNS`).
+            Default: all of them.
+
+    Raises:
+        ValueError: an unknown format name, an invalid regular expression, or a value pattern that matches
+            the empty string.
+
+    Example::
+
+        r = PatternRedactor(values=[r"ACME-[0-9]{8}"])
+        r.redact_key("db_password")                      # True
+        r.redact_text("key sk-proj-4f9Qm2xT7vLp8RzK3nWb")  # 'key [REDACTED]'
+    """
+
+    __slots__ = ("_scanner", "formats", "key_predicate", "values")
+
+    def __init__(
+        self,
+        *,
+        keys: Iterable[str] = (DEFAULT_SECRET_PATTERN,),
+        values: Iterable[str] = (),
+        formats: Iterable[str] = tuple(DEFAULT_VALUE_PATTERNS),
+    ) -> None:
+        chosen = tuple(formats)
+        known = {f.name: f for f in _FORMATS}
+        unknown = [name for name in chosen if name not in known]
+        if unknown:
+            raise ValueError(f"unknown value formats {unknown}; valid: {', '.join(known)}")
+        self.values = tuple(values)
+        for p in self.values:
+            try:
+                compiled = re.compile(p)
+            except re.error as exc:
+                raise ValueError(f"invalid value pattern {p!r}: {exc}") from None
+            if compiled.search("") is not None:
+                raise ValueError(f"value pattern {p!r} matches the empty string")
+        self.formats = chosen
+        self.key_predicate: KeyFilter = key_filter(keys)
+        """The cached key-name predicate (what :meth:`redact_key` asks)."""
+        self._scanner = _Scanner([f for f in _FORMATS if f.name in chosen], self.values)
+
+    def redact_key(self, name: str) -> bool:
+        """True when ``name`` fully matches a key pattern."""
+        return self.key_predicate(name)
+
+    def redact_text(self, text: str) -> str:
+        """``text`` with every secret value format replaced by :data:`REDACTED`."""
+        spans = self._scanner.spans(text, False)
+        return _splice(text, spans) if spans else text
+
+    def redact_json(self, data: bytes) -> bytes:
+        """Canonical JSON ``data`` with every secret in its strings replaced; ``data`` itself when there is none.
+
+        The fast path the codec takes: one scan of the whole document, replacing in place.
+        """
+        text = data.decode()
+        spans = self._scanner.spans(text, True)
+        if spans is None:
+            return _redact_json_strings(data, self.redact_text)
+        return _splice(text, spans).encode() if spans else data
+
+
+# ------------------------------------------------------------------------------------------------ composition
+
+
+class _SafeRedactor:
+    """A user's :class:`Redactor`: its exceptions are logged once and what it was asked about is redacted."""
+
+    __slots__ = ("inner",)
+
+    def __init__(self, inner: Redactor) -> None:
+        self.inner = inner
+
+    def redact_key(self, name: str) -> bool:
+        try:
+            return bool(self.inner.redact_key(name))
+        except Exception as exc:
+            log_once(f"redacting key names with {type(self.inner).__qualname__}", exc)
+            return True
+
+    def redact_text(self, text: str) -> str:
+        try:
+            out = self.inner.redact_text(text)
+        except Exception as exc:
+            log_once(f"redacting text with {type(self.inner).__qualname__}", exc)
+            return REDACTED
+        if not isinstance(out, str):
+            log_once(
+                f"redacting text with {type(self.inner).__qualname__}",
+                TypeError(f"redact_text() returned {type(out).__name__}, not str"),
+            )
+            return REDACTED
+        return out
+
+
+class _ChainedRedactor:
+    """The built-in patterns, then a user's redactor."""
+
+    __slots__ = ("first", "then")
+
+    def __init__(self, first: PatternRedactor, then: Redactor) -> None:
+        self.first = first
+        self.then = _SafeRedactor(then)
+
+    def redact_key(self, name: str) -> bool:
+        return self.first.redact_key(name) or self.then.redact_key(name)
+
+    def redact_text(self, text: str) -> str:
+        return self.then.redact_text(self.first.redact_text(text))
+
+    def redact_json(self, data: bytes) -> bytes:
+        return _redact_json_strings(self.first.redact_json(data), self.then.redact_text)
+
+
+def _chain(patterns: PatternRedactor, user: Redactor | None) -> Redactor:
+    """The redactor a configuration uses: the built-in patterns, then the user's own (guarded)."""
+    if user is None:
+        return patterns
+    return _ChainedRedactor(patterns, user)
+
+
+def _scrub_text(redactor: Redactor | None, text: str, secrets: Iterable[str] = ()) -> str:
+    """``text`` without the given secret strings (longest first), then without secret value formats.
+
+    The strings go first: a redactor that rewrites only part of a secret must not hide it from the search.
+    """
+    for secret in sorted(set(secrets), key=len, reverse=True):
+        if secret in text:
+            text = text.replace(secret, REDACTED)
+    if redactor is not None:
+        text = redactor.redact_text(text)
+    return text
+
+
+# The strings scrubbed from recent errors, by exception: an exception leaving several boundaries (or wrapped by
+# an outer one, ``raise ... from``) is scrubbed of what every boundary it passed through redacted from its input.
+_ERROR_SECRETS: contextvars.ContextVar[tuple[tuple[int, type, tuple[str, ...]], ...]] = contextvars.ContextVar(
+    "chronicle_error_secrets", default=()
+)
+_ERROR_SECRETS_MAX = 16
+
+
+def _error_secrets(exc: BaseException, own: Iterable[str]) -> list[str]:
+    """``own`` plus the secrets scrubbed from ``exc`` (or an exception in its cause chain) by inner boundaries.
+
+    Remembers the result for ``exc``, for the boundaries it leaves next. Costs nothing when no secret is known.
+    """
+    secrets = list(own)
+    recent = _ERROR_SECRETS.get()
+    if recent:
+        chain: set[tuple[int, type]] = set()
+        link: BaseException | None = exc
+        while link is not None and len(chain) < 8:
+            chain.add((id(link), type(link)))
+            link = link.__cause__ or link.__context__
+        for ident, cls, known in recent:
+            if (ident, cls) in chain:
+                secrets.extend(known)
+    if secrets:
+        entry = (id(exc), type(exc), tuple(dict.fromkeys(secrets)))
+        _ERROR_SECRETS.set((entry, *recent[: _ERROR_SECRETS_MAX - 1]))
+    return secrets
+
+
+_MIN_SECRET_LENGTH = 4
+_MAX_SECRETS = 64
+
+
+def _collect_secrets(value: Any, out: list[str], depth: int = 0) -> None:
+    """Append the text forms of ``value`` (a value redacted by key) to ``out``, to scrub them from errors.
+
+    Nested containers and objects are followed a few levels; strings shorter than four characters are
+    not remembered (replacing them would shred any message). Never raises.
+    """
+    try:
+        if len(out) >= _MAX_SECRETS:
+            return
+        t = type(value)
+        if t is str:
+            if len(value) >= _MIN_SECRET_LENGTH:
+                out.append(value)
+            return
+        if t is bool or value is None:
+            return
+        if t is int or t is float:
+            text = str(value)
+            if len(text) >= _MIN_SECRET_LENGTH:
+                out.append(text)
+            return
+        if t is bytes or t is bytearray:
+            text = bytes(value).decode("utf-8", "replace")
+            if len(text) >= _MIN_SECRET_LENGTH:
+                out.append(text)
+            return
+        if isinstance(value, str):
+            _collect_secrets(str.__str__(value), out, depth)
+            return
+        if depth >= 4:
+            return
+        if isinstance(value, Mapping):
+            items: Iterable[Any] = list(value.values())[:_MAX_SECRETS]
+        elif isinstance(value, (list, tuple, set, frozenset)):
+            items = list(value)[:_MAX_SECRETS]
+        else:
+            fields = getattr(value, "__dict__", None)
+            if not isinstance(fields, dict):
+                return
+            items = list(fields.values())[:_MAX_SECRETS]
+        for item in items:
+            _collect_secrets(item, out, depth + 1)
+    except Exception:  # a hostile container: what was collected so far stays
+        return

@@ -1,0 +1,202 @@
+"""A tampered trace, replayed and turned into a test, never runs the code it names."""
+
+from __future__ import annotations
+
+import ast
+import io
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+import chronicle_otel as chronicle
+from chronicle_otel import semconv as sc
+from chronicle_otel.cli import main
+from chronicle_otel.store import payload_digest
+from tests.conftest import Recorder
+
+AGENT = """
+import subprocess  # the module that defines the boundaries imports subprocess, as real code does
+from typing import NamedTuple
+
+import chronicle_otel as chronicle
+
+
+class Plan(NamedTuple):
+    symbol: str
+    qty: int
+
+
+@chronicle.boundary(kind="llm", name="evil.plan")
+def plan(prompt: str) -> Plan:
+    return Plan("MSFT", 1)
+
+
+@chronicle.boundary(kind="agent", name="evil.agent")
+def agent(prompt: str) -> str:
+    return f"planned {plan(prompt)!r}"
+"""
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A project directory holding the package ``evilapp`` (its boundaries), importable and the working directory."""
+    root = tmp_path / "project"
+    (root / "evilapp").mkdir(parents=True)
+    (root / "evilapp" / "__init__.py").write_text("")
+    (root / "evilapp" / "tools.py").write_text(AGENT)
+    monkeypatch.syspath_prepend(str(root))
+    monkeypatch.chdir(root)
+    yield root
+    for name in [m for m in sys.modules if m == "evilapp" or m.startswith("evilapp.")]:
+        del sys.modules[name]
+
+
+def recorded_file(recorder: Recorder, project: Path) -> Path:
+    from evilapp import tools  # type: ignore[import-not-found]
+
+    tools.agent("sell $1,000 of MSFT")
+    recorder.config.force_flush()
+    return chronicle.load_trace(recorder.store, "latest").save(project / "incident.jsonl")
+
+
+def tamper(path: Path, boundary: str, changes: dict[str, Any]) -> None:
+    """Rewrite attributes of the span of ``boundary`` in an OTLP/JSON file; payload hashes are recomputed."""
+    lines = []
+    for line in path.read_text().splitlines():
+        doc = json.loads(line)
+        for rs in doc["resourceSpans"]:
+            for ss in rs["scopeSpans"]:
+                for span in ss["spans"]:
+                    attrs = {kv["key"]: kv for kv in span["attributes"]}
+                    if attrs[sc.BOUNDARY_NAME]["value"]["stringValue"] != boundary:
+                        continue
+                    for key, value in changes.items():
+                        text = value if isinstance(value, str) else orjson.dumps(value).decode()
+                        if key in attrs:
+                            attrs[key]["value"] = {"stringValue": text}
+                        else:
+                            span["attributes"].append({"key": key, "value": {"stringValue": text}})
+                        hash_key = {sc.INPUT: sc.INPUT_HASH, sc.OUTPUT: sc.OUTPUT_HASH}.get(key)
+                        if hash_key:
+                            attrs[hash_key]["value"] = {"stringValue": payload_digest(text.encode())}
+        lines.append(json.dumps(doc))
+    path.write_text("\n".join(lines) + "\n")
+
+
+def popen_payload(marker: Path) -> dict[str, Any]:
+    return {
+        "$type": "namedtuple",
+        "class": "evilapp.tools.subprocess.Popen",
+        "data": {"args": ["sh", "-c", f"touch {marker}"]},
+    }
+
+
+def run_pytest(test_file: Path, project: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CHRONICLE_", "OTEL_"))}
+    env["PYTHONPATH"] = str(project)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", str(test_file), "-q", "-p", "no:cacheprovider", f"--rootdir={project}"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_replaying_a_tampered_output_never_runs_it(recorder: Recorder, project: Path) -> None:
+    marker = project / "pwned-by-replay"
+    path = recorded_file(recorder, project)
+    tamper(path, "evil.plan", {sc.OUTPUT: popen_payload(marker)})
+    trace = chronicle.load_trace(path)
+    with chronicle.replay(trace, stub={"kind:llm"}) as run:
+        result = run.rerun()
+    assert not marker.exists()
+    assert "UnresolvedObject" in result and "evilapp.tools.subprocess.Popen" in result
+    stubbed = trace.find("evil.plan")[0]
+    assert isinstance(stubbed.output, chronicle.codec.UnresolvedObject)
+
+
+def test_a_generated_test_of_a_tampered_trace_never_runs_it(recorder: Recorder, project: Path) -> None:
+    marker = project / "pwned-by-generated-test"
+    path = recorded_file(recorder, project)
+    tamper(path, "evil.plan", {sc.OUTPUT: popen_payload(marker)})
+    out = io.StringIO()
+    assert main(["gen-test", "-", "--file", str(path), "--out", str(project / "regressions")], out=out) == 0
+    test_file = Path(json.loads(out.getvalue())["test"])
+    assert "import evilapp.tools" in test_file.read_text()
+    proc = run_pytest(test_file, project)
+    assert "1 passed" in proc.stdout, proc.stdout + proc.stderr
+    assert not marker.exists()
+
+
+INJECTED_NAME = 'evil.agent"""\nimport os; os.system("touch {marker}")\n"""'
+
+
+@pytest.mark.parametrize(
+    "field",
+    [sc.BOUNDARY_NAME, sc.CODE_FUNCTION],
+)
+def test_recorded_names_enter_generated_code_only_as_literals(recorder: Recorder, project: Path, field: str) -> None:
+    marker = project / "pwned-by-name"
+    path = recorded_file(recorder, project)
+    injected = INJECTED_NAME.format(marker=marker)
+    if field == sc.CODE_FUNCTION:
+        injected = f'os; os.system("touch {marker}"); import evilapp.tools.agent'
+    tamper(path, "evil.agent", {field: injected})
+    out = io.StringIO()
+    assert main(["gen-test", "-", "--file", str(path), "--out", str(project / "regressions")], out=out) == 0
+    test_file = Path(json.loads(out.getvalue())["test"])
+    source = test_file.read_text()
+    tree = ast.parse(source)  # a name holding quotes and newlines is a literal, not code
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "system"]
+    assert calls == []
+    if field == sc.BOUNDARY_NAME:
+        assigned = {t.id: n.value for n in tree.body if isinstance(n, ast.Assign) for t in n.targets}  # type: ignore[attr-defined]
+        assert ast.literal_eval(assigned["ROOT_BOUNDARY"]) == injected
+    run_pytest(test_file, project)  # passes or fails: what matters is that nothing recorded ran
+    assert not marker.exists()
+
+
+def test_the_import_is_written_only_for_project_modules(recorder: Recorder, project: Path) -> None:
+    path = recorded_file(recorder, project)
+    for recorded, expected in [
+        ("evilapp.tools.agent", "import evilapp.tools  #"),
+        ("antigravity.fly", "# import the module"),  # the standard library: its import has side effects
+        ("pytest.main", "# import the module"),  # site-packages
+        ("evilapp.class.agent", "import evilapp  #"),  # a keyword stops the module path
+        ("évilapp.tools.agent", "# import the module"),  # non-ASCII identifiers are not written
+    ]:
+        tamper(path, "evil.agent", {sc.CODE_FUNCTION: recorded})
+        out = io.StringIO()
+        assert main(["gen-test", "-", "--file", str(path), "--out", str(project / "t")], out=out) == 0
+        source = Path(json.loads(out.getvalue())["test"]).read_text()
+        assert expected in source, (recorded, source)
+        ast.parse(source)
+
+
+def test_a_bad_expectation_is_refused_before_writing(recorder: Recorder, project: Path) -> None:
+    path = recorded_file(recorder, project)
+    code = main(["gen-test", "-", "--file", str(path), "--out", str(project / "t"), "--expect", "result ==="])
+    assert code == 2
+    assert not (project / "t").exists()
+
+
+def test_show_escapes_terminal_control_sequences(recorder: Recorder, project: Path) -> None:
+    path = recorded_file(recorder, project)
+    tamper(path, "evil.agent", {sc.BOUNDARY_NAME: "evil\x1b[2J\x1b]0;owned\x07\r\u202eagent"})
+    tamper(path, "evil.plan", {sc.OUTPUT: "\x1b[31mred\x1b[0m", "chronicle.session.note": "a\x1bb"})
+    out = io.StringIO()
+    assert main(["show", "-", "--file", str(path)], out=out) == 0
+    text = out.getvalue()
+    assert "\x1b" not in text and "\r" not in text and "\x07" not in text and "\u202e" not in text
+    assert "evil\\x1b[2J\\x1b]0;owned\\x07\\r\\u202eagent" in text
+    assert textwrap.dedent(text).count("\n") >= 3
