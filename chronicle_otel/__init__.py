@@ -14,33 +14,44 @@ Usage::
 
 Every boundary call is a span (inputs, outputs or error, hashes, session variables) that goes to
 your OpenTelemetry pipeline and, whole, to the embedded store in ``./.chronicle/``.
+
+Names are imported on first use: ``import chronicle_otel.load`` loads the loader and the trace model only, not
+the recording pipeline (configuration, exporter, store writer) nor replay.
 """
 
 from __future__ import annotations
 
 import contextlib as _contextlib
+import importlib as _importlib
+import logging as _logging
+import sys as _sys
+import types as _types
+from typing import TYPE_CHECKING, Any
 
-from ._boundary import BoundaryKind, boundary, call, instrument, uninstrument
-from ._session import session
-from .codec import register_type
-from .config import CaptureOptions, ChronicleConfig, RedactionOptions, StoreOptions, configure, get_config
-from .errors import (
-    ChronicleError,
-    ChronicleWarning,
-    CodecError,
-    ConfigError,
-    LoadLimitError,
-    ReplayDivergence,
-    ReplayError,
-    StoreError,
-    TraceLoadError,
-    TraceNotFoundError,
-)
-from .export import ChronicleExporter
-from .load import LoadLimits, load_trace
-from .replay import Boundary, ReplayedError, ReplayReport, ReplayRun, Trace, replay
-from .store import LocalStore, TraceSummary
 from .version import __version__
+
+if TYPE_CHECKING:
+    from ._boundary import BoundaryKind, boundary, call, instrument, uninstrument
+    from ._session import session
+    from .codec import register_type
+    from .config import CaptureOptions, ChronicleConfig, RedactionOptions, StoreOptions, configure, get_config
+    from .errors import (
+        ChronicleError,
+        ChronicleWarning,
+        CodecError,
+        ConfigError,
+        LoadLimitError,
+        ReplayDivergence,
+        ReplayError,
+        StoreError,
+        TraceLoadError,
+        TraceNotFoundError,
+    )
+    from .export import ChronicleExporter
+    from .load import LoadLimits, load_trace
+    from .model import Boundary, Trace
+    from .replay import ReplayedError, ReplayReport, ReplayRun, replay
+    from .store import LocalStore, TraceSummary
 
 __all__ = [
     "Boundary",
@@ -80,13 +91,92 @@ __all__ = [
     "uninstrument",
 ]
 
-for _name in __all__:
-    _obj = globals()[_name]
-    if hasattr(_obj, "__module__") and not isinstance(_obj, str):
-        with _contextlib.suppress(AttributeError, TypeError):
-            _obj.__module__ = __name__
-del _name, _obj
+# Public name -> the module that defines it. Recording names load the boundary module first, so that
+# configure(local=True).boundary(...) always finds the decorator.
+_EXPORTS: dict[str, str] = {
+    **dict.fromkeys(("BoundaryKind", "boundary", "call", "instrument", "uninstrument"), "._boundary"),
+    "session": "._session",
+    "register_type": ".codec",
+    **dict.fromkeys(
+        ("CaptureOptions", "ChronicleConfig", "RedactionOptions", "StoreOptions", "configure", "get_config"), ".config"
+    ),
+    **dict.fromkeys(
+        (
+            "ChronicleError",
+            "ChronicleWarning",
+            "CodecError",
+            "ConfigError",
+            "LoadLimitError",
+            "ReplayDivergence",
+            "ReplayError",
+            "StoreError",
+            "TraceLoadError",
+            "TraceNotFoundError",
+        ),
+        ".errors",
+    ),
+    "ChronicleExporter": ".export",
+    **dict.fromkeys(("LoadLimits", "load_trace"), ".load"),
+    **dict.fromkeys(("Boundary", "Trace"), ".model"),
+    **dict.fromkeys(("ReplayedError", "ReplayReport", "ReplayRun", "replay"), ".replay"),
+    **dict.fromkeys(("LocalStore", "TraceSummary"), ".store"),
+}
+_SUBMODULES = frozenset(
+    (
+        "cli",
+        "codec",
+        "config",
+        "environment_variables",
+        "errors",
+        "export",
+        "load",
+        "model",
+        "pytest_plugin",
+        "redact",
+        "replay",
+        "semconv",
+        "store",
+        "version",
+    )
+)
 
-import logging as _logging  # noqa: E402
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is not None:
+        if module == ".config":
+            _importlib.import_module("._boundary", __name__)
+        value = getattr(_importlib.import_module(module, __name__), name)
+        if isinstance(value, type) or callable(value):
+            with _contextlib.suppress(AttributeError, TypeError):
+                value.__module__ = __name__  # tracebacks and docs show the public path
+        globals()[name] = value
+        return value
+    if name in _SUBMODULES:
+        return _importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__) | _SUBMODULES)
+
+
+class _Package(_types.ModuleType):
+    """``chronicle_otel.replay`` is the :func:`replay` function, as it always was, even once the subpackage of the
+    same name is imported (the import system binds a subpackage on its parent: that binding is ignored)."""
+
+    @property
+    def replay(self) -> Any:
+        value = globals().get("replay")
+        return value if value is not None else __getattr__("replay")
+
+    @replay.setter
+    def replay(self, value: Any) -> None:
+        if not isinstance(value, _types.ModuleType):
+            globals()["replay"] = value
+
+
+_sys.modules[__name__].__class__ = _Package
+
 
 _logging.getLogger(__name__).addHandler(_logging.NullHandler())

@@ -40,10 +40,10 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 AttributeValue = str | bool | int | float
 _EMPTY: Mapping[str, AttributeValue] = MappingProxyType({})
 
-# The prefixed span attributes of the active session, ready to be copied onto a span.
-_SESSION_ATTRS: contextvars.ContextVar[Mapping[str, AttributeValue]] = contextvars.ContextVar(
+SESSION_ATTRIBUTES: contextvars.ContextVar[Mapping[str, AttributeValue]] = contextvars.ContextVar(
     "chronicle_session", default=_EMPTY
 )
+"""The ``chronicle.session.*`` attributes of the session active in this context, ready to copy onto a span."""
 
 
 def session_attributes(values: Mapping[str, Any], redactor: Redactor | None = None) -> dict[str, AttributeValue]:
@@ -85,7 +85,7 @@ def _active_redactor() -> Redactor | None:
 def current_session() -> dict[str, AttributeValue]:
     """The session variables active in this context (without the process-wide ones), unprefixed."""
     n = len(semconv.SESSION_PREFIX)
-    return {k[n:]: v for k, v in _SESSION_ATTRS.get().items()}
+    return {k[n:]: v for k, v in SESSION_ATTRIBUTES.get().items()}
 
 
 class session:
@@ -106,14 +106,14 @@ class session:
         self._tokens: list[contextvars.Token[Mapping[str, AttributeValue]]] = []
 
     def __enter__(self) -> session:
-        merged = {**_SESSION_ATTRS.get(), **self._attrs}
-        self._tokens.append(_SESSION_ATTRS.set(MappingProxyType(merged)))
+        merged = {**SESSION_ATTRIBUTES.get(), **self._attrs}
+        self._tokens.append(SESSION_ATTRIBUTES.set(MappingProxyType(merged)))
         return self
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        _SESSION_ATTRS.reset(self._tokens.pop())
+        SESSION_ATTRIBUTES.reset(self._tokens.pop())
 
     def __call__(self, func: _F) -> _F:
         """Decorate ``func`` so each call runs inside this session."""

@@ -13,7 +13,8 @@ Usage::
     )
 
 Every setting resolves in this order: the argument, then its ``CHRONICLE_*`` environment variable
-(see :mod:`chronicle_otel.environment_variables`), then the default.
+(see :mod:`chronicle_otel.environment_variables`), then the default. Redaction patterns and session
+variables add up instead: the defaults, then the variables, then the arguments.
 
 TracerProvider: ``configure`` adds chronicle's span processor to the provider you pass
 (``tracer_provider=``), else to the global SDK provider you have already set, else it creates one
@@ -24,40 +25,42 @@ you have set. ``OTEL_SDK_DISABLED=true`` or ``CHRONICLE_ENABLED=false`` turn rec
 boundaries then call straight through.
 
 Spans are flushed at interpreter exit, so no span of a normal run is lost.
+
+Before ``configure()``, :func:`get_config` resolves the same parameters with no arguments (boundary
+spans then go to the global provider and nothing is stored locally). There an invalid environment
+variable cannot raise into the first boundary call: it is logged once and recording stays off until
+``configure()`` (which raises on it).
+
+How it is built: the parameter table and its resolver are in ``chronicle_otel._internal.params``; the live
+resources (provider, processors, exporter, store, payload buffer, tracer) in
+``chronicle_otel._internal.pipeline``; :meth:`ChronicleConfig.boundary` reaches the decorator through
+``chronicle_otel._internal.boundary_factory``, which the decorator module fills when it is imported, so this
+module never imports the decorator module (which imports this one).
 """
 
 from __future__ import annotations
 
 import atexit
 import os
-import re
 import threading
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Literal
 
 from opentelemetry import trace as trace_api
-from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter
 
-from . import environment_variables as env
+from ._internal import boundary_factory
+from ._internal import params as p
 from ._internal.buffer import DEFAULT_MAX_BYTES, PayloadBuffer
-from ._internal.errors import log_once
-from ._session import AttributeValue, session_attributes
+from ._internal.pipeline import Pipeline
+from ._session import AttributeValue
 from .errors import ConfigError
 from .export import ChronicleExporter
-from .redact import DEFAULT_SECRET_PATTERN, DEFAULT_VALUE_PATTERNS, PatternRedactor, Redactor, _chain
+from .redact import Redactor
 from .store import LocalStore
-from .version import __version__
-
-if TYPE_CHECKING:
-    from ._boundary import BoundaryDecorator, BoundaryKind
 
 __all__ = ["CaptureOptions", "ChronicleConfig", "RedactionOptions", "StoreOptions", "configure", "get_config"]
-
-_INSTRUMENTATION_NAME = "chronicle_otel"
-_DEFAULT_MAX_ATTRIBUTE_LENGTH = 8192
 
 
 @dataclass(frozen=True)
@@ -104,6 +107,9 @@ class RedactionOptions:
     private keys, URL passwords; :data:`chronicle_otel.redact.DEFAULT_VALUE_PATTERNS`), and only the secret
     is replaced.
 
+    ``keys`` and ``values`` are kept as tuples, so options shared between configurations cannot change
+    behind their back.
+
     Example::
 
         RedactionOptions(keys=[r"(?i)iban"], values=[r"ACME-[0-9]{8}"])
@@ -125,64 +131,24 @@ class RedactionOptions:
     """Your own :class:`~chronicle_otel.redact.Redactor`, asked after the patterns; its exceptions are logged
     once and swallowed (what it was asked about is then redacted whole)."""
 
-
-def _env_bool(name: str) -> bool | None:
-    raw = os.environ.get(name)
-    if raw is None or raw.strip() == "":
-        return None
-    value = raw.strip().lower()
-    if value in ("1", "true", "yes", "on"):
-        return True
-    if value in ("0", "false", "no", "off"):
-        return False
-    raise ConfigError(name, raw, "one of true, false, 1, 0, yes, no, on, off")
+    def __post_init__(self) -> None:
+        # A single string is left as it is: configure() rejects it (it is not a list of patterns).
+        for name in ("keys", "values"):
+            value = getattr(self, name)
+            if not isinstance(value, (str, bytes, tuple)) and isinstance(value, Sequence):
+                object.__setattr__(self, name, tuple(value))
 
 
-def _env_int(name: str) -> int | None:
-    raw = os.environ.get(name)
-    if raw is None or raw.strip() == "":
-        return None
-    try:
-        return int(raw)
-    except ValueError:
-        raise ConfigError(name, raw, "an integer") from None
-
-
-def _env_session() -> dict[str, str]:
-    values: dict[str, str] = {}
-    raw = os.environ.get(env.CHRONICLE_SESSION, "")
-    for part in raw.split(","):
-        if not part.strip():
-            continue
-        key, sep, value = part.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(env.CHRONICLE_SESSION, raw, "comma-separated key=value pairs")
-        values[key.strip()] = value.strip()
-    for var, key in (
-        (env.CHRONICLE_BUILD_ID, "build_id"),
-        (env.CHRONICLE_GIT_SHA, "git_sha"),
-        (env.CHRONICLE_MODEL_VERSION, "model_version"),
-        (env.CHRONICLE_PROMPT_VERSION, "prompt_version"),
-    ):
-        if os.environ.get(var):
-            values[key] = os.environ[var]
-    return values
-
-
-def _sdk_attribute_limit(provider: Any) -> int | None:
-    limits = getattr(provider, "_span_limits", None)
-    value = getattr(limits, "max_span_attribute_length", None)
-    return value if isinstance(value, int) and value > 0 else None
-
-
-@dataclass
 class ChronicleConfig:
     """The resolved configuration :func:`configure` returns; boundaries read it at call time.
+
+    Its settings are frozen; the live resources (provider, processors, exporter, store) belong to its
+    pipeline and stop with :meth:`shutdown`.
 
     Attributes:
         enabled: False when recording is off (boundaries call straight through).
         service_name: ``service.name`` of spans when chronicle created the provider.
-        session: process-wide session variables as ``chronicle.session.*`` attributes.
+        session: process-wide session variables as ``chronicle.session.*`` attributes (read-only).
         tracer_provider: the provider boundary spans are created with.
         exporter: the :class:`ChronicleExporter`, or None when the store is off.
         store: the :class:`LocalStore`, or None.
@@ -193,36 +159,103 @@ class ChronicleConfig:
             comparisons go through; None when redaction is off (``redaction=False``).
     """
 
+    # What every boundary call reads is copied into slots once: plain attribute reads on the hot path.
+    __slots__ = (
+        "_pipeline",
+        "_settings",
+        "enabled",
+        "genai_attributes",
+        "max_attribute_length",
+        "openinference",
+        "payload_buffer",
+        "redact",
+        "session",
+        "tracer",
+    )
+
+    _settings: p.Settings
+    _pipeline: Pipeline
     enabled: bool
-    service_name: str | None
     session: Mapping[str, AttributeValue]
-    tracer_provider: trace_api.TracerProvider | None
-    exporter: ChronicleExporter | None
-    store: LocalStore | None
     max_attribute_length: int
     genai_attributes: bool
-    openinference: bool = False
-    redact: Redactor | None = field(repr=False, default=None)
-    payload_buffer: PayloadBuffer | None = field(repr=False, default=None)
-    processors: list[SpanProcessor] = field(repr=False, default_factory=list)
-    owns_provider: bool = field(repr=False, default=False)
-    tracer: trace_api.Tracer = field(init=False, repr=False)
-    _closed: bool = field(init=False, repr=False, default=False)
+    openinference: bool
+    redact: Redactor | None
+    tracer: trace_api.Tracer
+    payload_buffer: PayloadBuffer | None
 
-    def __post_init__(self) -> None:
-        provider = self.tracer_provider or trace_api.get_tracer_provider()
-        self.tracer = provider.get_tracer(_INSTRUMENTATION_NAME, __version__)
+    def __init__(self, settings: p.Settings, pipeline: Pipeline) -> None:
+        init = object.__setattr__
+        init(self, "_settings", settings)
+        init(self, "_pipeline", pipeline)
+        init(self, "enabled", settings.enabled)
+        init(self, "session", settings.session)
+        init(self, "max_attribute_length", settings.max_attribute_length)
+        init(self, "genai_attributes", settings.genai_attributes)
+        init(self, "openinference", settings.openinference)
+        init(self, "redact", settings.redact)
+        init(self, "tracer", pipeline.tracer)
+        init(self, "payload_buffer", pipeline.payload_buffer)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"ChronicleConfig is read-only; call configure() to change {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"ChronicleConfig is read-only; cannot delete {name!r}")
+
+    def __repr__(self) -> str:
+        s = self._settings
+        return (
+            f"ChronicleConfig(enabled={s.enabled!r}, service_name={s.service_name!r}, session={dict(s.session)!r}, "
+            f"tracer_provider={self.tracer_provider!r}, store={self.store!r}, "
+            f"max_attribute_length={s.max_attribute_length!r}, genai_attributes={s.genai_attributes!r}, "
+            f"openinference={s.openinference!r})"
+        )
+
+    # ------------------------------------------------------------------------------------ settings
+
+    @property
+    def service_name(self) -> str | None:
+        """``service.name`` of spans when chronicle created the provider."""
+        return self._settings.service_name
+
+    # ------------------------------------------------------------------------------------ live resources
+
+    @property
+    def tracer_provider(self) -> trace_api.TracerProvider | None:
+        """The provider boundary spans are created with (None: the global one)."""
+        return self._pipeline.tracer_provider
+
+    @property
+    def exporter(self) -> ChronicleExporter | None:
+        """The :class:`ChronicleExporter`, or None when the store is off."""
+        return self._pipeline.exporter
+
+    @property
+    def store(self) -> LocalStore | None:
+        """The :class:`LocalStore`, or None."""
+        return self._pipeline.store
+
+    @property
+    def processors(self) -> tuple[SpanProcessor, ...]:
+        """The span processors chronicle added to the provider."""
+        return self._pipeline.processors
+
+    @property
+    def owns_provider(self) -> bool:
+        """True when chronicle created the provider (and shuts it down)."""
+        return self._pipeline.owns_provider
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
-        """Export every finished span now; True when all processors flushed in time."""
-        ok = True
-        for processor in self.processors:
-            try:
-                ok = bool(processor.force_flush(timeout_millis)) and ok
-            except Exception as exc:
-                log_once("flushing spans", exc)
-                ok = False
-        return ok
+        """Export every finished span now.
+
+        Args:
+            timeout_millis: how long each processor may take.
+
+        Returns:
+            True when all processors flushed in time.
+        """
+        return self._pipeline.force_flush(timeout_millis)
 
     def shutdown(self, *, provider: bool = True) -> None:
         """Flush and stop chronicle's processors (and the provider, if chronicle created it). Idempotent.
@@ -230,33 +263,41 @@ class ChronicleConfig:
         Args:
             provider: also shut down the TracerProvider when chronicle created it.
         """
-        if self._closed:
-            return
-        self._closed = True
-        for processor in self.processors:
-            try:
-                processor.shutdown()
-            except Exception as exc:
-                log_once("shutting down a span processor", exc)
-        if provider and self.owns_provider and isinstance(self.tracer_provider, TracerProvider):
-            try:
-                self.tracer_provider.shutdown()
-            except Exception as exc:
-                log_once("shutting down the tracer provider", exc)
+        self._pipeline.shutdown(provider=provider)
 
     def boundary(
         self,
         *,
         name: str | None = None,
-        kind: BoundaryKind | str = "custom",
+        kind: str = "custom",
         attributes: Mapping[str, AttributeValue] | None = None,
-        enabled: bool | Any = True,
+        enabled: bool | Callable[[], bool] = True,
         provider: str | None = None,
-    ) -> BoundaryDecorator:
-        """Like :func:`chronicle_otel.boundary`, bound to this configuration (see ``configure(local=True)``)."""
-        from ._boundary import boundary
+    ) -> boundary_factory.BoundaryDecorator:
+        """Like :func:`chronicle_otel.boundary`, bound to this configuration (see ``configure(local=True)``).
 
-        return boundary(name=name, kind=kind, attributes=attributes, enabled=enabled, provider=provider, config=self)
+        Args:
+            name: stable boundary name. Default: ``module.qualname``.
+            kind: a :class:`~chronicle_otel.BoundaryKind` or its value (``llm``, ``tool``…).
+            attributes: static span attributes added to every call.
+            enabled: ``False`` leaves the function unwrapped; a callable is asked on each call.
+            provider: for ``llm`` boundaries, the GenAI provider name.
+
+        Returns:
+            A decorator that records calls with this configuration.
+
+        Example::
+
+            config = chronicle.configure(tracer_provider=provider, store=False, local=True)
+
+            @config.boundary(kind="tool")
+            def lookup(symbol: str) -> float: ...
+        """
+        make = boundary_factory.factory()
+        return make(name=name, kind=kind, attributes=attributes, enabled=enabled, provider=provider, config=self)
+
+
+# ------------------------------------------------------------------------------------------------ process-wide
 
 
 class _Slot:
@@ -264,7 +305,7 @@ class _Slot:
 
     def __init__(self) -> None:
         self.config: ChronicleConfig | None = None
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()
         self.atexit_registered = False
 
 
@@ -272,97 +313,37 @@ _DEFAULT = _Slot()
 
 
 def get_config() -> ChronicleConfig:
-    """The active process-wide configuration; before :func:`configure`, a store-less default.
+    """The active process-wide configuration; before :func:`configure`, the defaults without a store.
 
-    Without ``configure()``, boundary spans go to the global TracerProvider (if the application set
-    one) but nothing is written to the local store.
+    Without ``configure()``, the settings resolve from the environment and the defaults (the same rules as
+    ``configure()`` with no arguments); boundary spans go to the global TracerProvider (if the application
+    set one) but nothing is written to the local store. An invalid environment variable is logged once
+    and turns recording off instead of raising.
+
+    Returns:
+        The :class:`ChronicleConfig` boundaries use.
     """
     config = _DEFAULT.config
     if config is None:
         with _DEFAULT.lock:
             config = _DEFAULT.config
             if config is None:
-                config = _DEFAULT.config = _unconfigured()
+                config = _DEFAULT.config = ChronicleConfig(p.resolve_settings(strict=False), Pipeline())
     return config
 
 
-def _unconfigured() -> ChronicleConfig:
-    disabled = bool(_env_bool("OTEL_SDK_DISABLED")) or _env_bool(env.CHRONICLE_ENABLED) is False
-    redact = _redactor(RedactionOptions())
-    return ChronicleConfig(
-        enabled=not disabled,
-        service_name=None,
-        session=session_attributes(_env_session(), redact),
-        tracer_provider=None,
-        exporter=None,
-        store=None,
-        max_attribute_length=_env_int(env.CHRONICLE_MAX_ATTRIBUTE_LENGTH) or _DEFAULT_MAX_ATTRIBUTE_LENGTH,
-        genai_attributes=True,
-        openinference=bool(_env_bool(env.CHRONICLE_OPENINFERENCE)),
-        redact=redact,
-    )
-
-
-def _env_patterns(name: str) -> list[str]:
-    """Comma-separated regular expressions; a comma inside ``{m,n}`` belongs to its pattern."""
-    raw = os.environ.get(name, "")
-    return [p.strip() for p in re.split(r",(?![^{}]*\})", raw) if p.strip()]
-
-
-def _check_keys(source: str, patterns: Sequence[str]) -> None:
-    for pattern in patterns:
-        try:
-            re.compile(pattern)
-        except (re.error, TypeError) as exc:
-            raise ConfigError(source, pattern, f"a regular expression ({exc})") from None
-
-
-def _check_values(source: str, patterns: Sequence[str]) -> None:
-    for pattern in patterns:
-        try:
-            PatternRedactor(keys=(), values=[pattern], formats=())
-        except (ValueError, TypeError) as exc:
-            raise ConfigError(source, pattern, f"a regular expression for secret values ({exc})") from None
-
-
-def _redactor(options: RedactionOptions) -> Redactor:
-    """The redactor of a configuration: key patterns, value patterns, then the user's own."""
-    env_keys = _env_patterns(env.CHRONICLE_REDACT_KEYS)
-    _check_keys("RedactionOptions.keys", options.keys)
-    _check_keys(env.CHRONICLE_REDACT_KEYS, env_keys)
-    keys = [DEFAULT_SECRET_PATTERN] if options.defaults else []
-    keys.extend(options.keys)
-    keys.extend(env_keys)
-    env_off = os.environ.get(env.CHRONICLE_REDACT_VALUES, "").strip().lower() in ("false", "0", "no", "off")
-    env_values = [] if env_off else _env_patterns(env.CHRONICLE_REDACT_VALUES)
-    _check_values("RedactionOptions.values", options.values)
-    _check_values(env.CHRONICLE_REDACT_VALUES, env_values)
-    formats = options.value_defaults if options.value_defaults is not None else not env_off
-    if options.redactor is not None and not isinstance(options.redactor, Redactor):
-        raise ConfigError(
-            "RedactionOptions.redactor", options.redactor, "an object with redact_key() and redact_text()"
-        )
-    patterns = PatternRedactor(
-        keys=keys,
-        values=[*options.values, *env_values],
-        formats=tuple(DEFAULT_VALUE_PATTERNS) if formats else (),
-    )
-    return _chain(patterns, options.redactor)
-
-
-def _otlp_exporter() -> SpanExporter:
-    protocol = (
-        os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL") or ""
-    ).strip() or "http/protobuf"
-    if protocol == "grpc":
-        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
-
-        return GrpcExporter()
-    if protocol == "http/protobuf":
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
-
-        return HttpExporter()
-    raise ConfigError("OTEL_EXPORTER_OTLP_PROTOCOL", protocol, "grpc or http/protobuf")
+def _store_settings(
+    store: StoreOptions | str | os.PathLike[str] | Literal[False] | None,
+) -> p.StoreSettings | None:
+    if store is False:
+        return None
+    if store is None:
+        store = StoreOptions()
+    elif isinstance(store, (str, os.PathLike)):
+        store = StoreOptions(path=store)
+    elif not isinstance(store, StoreOptions):
+        raise ConfigError("store", store, "StoreOptions, a directory path, False or None")
+    return p.resolve_store(store)
 
 
 def configure(
@@ -402,133 +383,60 @@ def configure(
     Raises:
         ConfigError: an argument or environment variable has an invalid value.
     """
-    if store is not None and store is not False and not isinstance(store, (StoreOptions, str, os.PathLike)):
-        raise ConfigError("store", store, "StoreOptions, a directory path, False or None")
-    if capture is not None and not isinstance(capture, CaptureOptions):
+    if capture is None:
+        capture = CaptureOptions()
+    elif not isinstance(capture, CaptureOptions):
         raise ConfigError("capture", capture, "CaptureOptions or None")
     if redaction is not None and redaction is not False and not isinstance(redaction, RedactionOptions):
         raise ConfigError("redaction", redaction, "RedactionOptions, False or None")
-    if tracer_provider is not None and not isinstance(tracer_provider, TracerProvider):
-        raise ConfigError("tracer_provider", tracer_provider, "an opentelemetry.sdk.trace.TracerProvider")
-
-    store_opts = StoreOptions(path=store) if isinstance(store, (str, os.PathLike)) else store
-    if isinstance(store_opts, StoreOptions) and store_opts.processor not in ("batch", "simple"):
-        raise ConfigError("StoreOptions.processor", store_opts.processor, "'batch' or 'simple'")
-    capture = capture or CaptureOptions()
-    max_len = capture.max_attribute_length
-    if max_len is None:
-        max_len = _env_int(env.CHRONICLE_MAX_ATTRIBUTE_LENGTH) or _DEFAULT_MAX_ATTRIBUTE_LENGTH
-    if max_len < 64:
-        raise ConfigError("max_attribute_length", max_len, "an integer >= 64")
-    openinference = capture.openinference
-    if openinference is None:
-        openinference = bool(_env_bool(env.CHRONICLE_OPENINFERENCE))
-
-    sdk_disabled = bool(_env_bool("OTEL_SDK_DISABLED"))
-    if enabled is None:
-        enabled = _env_bool(env.CHRONICLE_ENABLED)
-        enabled = True if enabled is None else enabled
-    enabled = enabled and not sdk_disabled
-
-    redact = None if redaction is False else _redactor(redaction or RedactionOptions())
-    values = _env_session()
-    values.update(session or {})
-    try:
-        session_attrs = session_attributes(values, redact)
-    except ValueError as exc:
-        raise ConfigError("session", session, str(exc)) from None
-
-    service_name = service_name or os.environ.get("OTEL_SERVICE_NAME") or None
-
-    reuse: TracerProvider | None = None
-    if not local:
-        previous = _DEFAULT.config
-        if previous is not None:
-            # Reconfiguring: stop the old processors; keep a provider chronicle created (it is the global one).
-            if (
-                previous.owns_provider
-                and tracer_provider is None
-                and isinstance(previous.tracer_provider, TracerProvider)
-            ):
-                reuse = previous.tracer_provider
-            previous.shutdown(provider=reuse is None)
-
-    provider: TracerProvider | None = tracer_provider
-    owns = created = False
-    processors: list[SpanProcessor] = []
-    exporter = None
-    local_store = None
-    buffer = None
-    if enabled:
-        if reuse is not None:
-            provider, owns = reuse, True
-        else:
-            provider, owns = _resolve_provider(tracer_provider, service_name, local)
-            created = owns
-        sdk_limit = _sdk_attribute_limit(provider)
-        if sdk_limit is not None:
-            max_len = min(max_len, sdk_limit)
-        if store_opts is not False:
-            opts = store_opts or StoreOptions()
-            local_store = LocalStore(opts.path, durable=opts.durable)
-            buffer = PayloadBuffer(opts.buffer_bytes)
-            exporter = ChronicleExporter(local_store, payload_buffer=buffer)
-            processors.append(
-                SimpleSpanProcessor(exporter)
-                if opts.processor == "simple"
-                else BatchSpanProcessor(exporter, max_queue_size=opts.max_queue_size, max_export_batch_size=2048)
-            )
-        if owns and _want_otlp(otlp):
-            processors.append(BatchSpanProcessor(_otlp_exporter()))
-        for processor in processors:
-            provider.add_span_processor(processor)
-
-    config = ChronicleConfig(
-        enabled=enabled,
+    tracer_provider = p.resolve(p.TRACER_PROVIDER, tracer_provider)
+    settings = p.resolve_settings(
         service_name=service_name,
-        session=session_attrs,
-        tracer_provider=provider,
-        exporter=exporter,
-        store=local_store,
-        max_attribute_length=max_len,
+        session=session,
+        enabled=enabled,
+        max_attribute_length=capture.max_attribute_length,
         genai_attributes=capture.genai_attributes,
-        openinference=openinference,
-        redact=redact,
-        payload_buffer=buffer,
-        processors=processors,
-        owns_provider=owns,
+        openinference=capture.openinference,
+        redaction=redaction,
     )
-    if not local:
-        _DEFAULT.config = config
-        if created and provider is not None:
-            trace_api.set_tracer_provider(provider)
-        with _DEFAULT.lock:
-            if not _DEFAULT.atexit_registered:
-                atexit.register(_shutdown_at_exit)
-                _DEFAULT.atexit_registered = True
+    store_settings = _store_settings(store)
+    want_otlp = p.resolve(p.OTLP, otlp)
+
+    with _DEFAULT.lock:
+        previous = None if local else _DEFAULT.config
+        # Reconfiguring keeps a provider chronicle created (it is the global one) unless you pass yours.
+        reuse = previous._pipeline.reusable_provider() if previous and tracer_provider is None else None
+        if not settings.enabled:
+            pipeline = Pipeline(tracer_provider)
+        else:
+            pipeline = Pipeline.build(
+                tracer_provider=tracer_provider,
+                reuse=reuse,
+                use_global=not local,
+                service_name=settings.service_name,
+                store=store_settings,
+                otlp=want_otlp,
+            )
+            limit = pipeline.sdk_attribute_limit()
+            if limit is not None and limit < settings.max_attribute_length:
+                settings = replace(settings, max_attribute_length=limit)
+        if previous is not None:
+            previous.shutdown(provider=reuse is None)
+        pipeline.start()
+        config = ChronicleConfig(settings, pipeline)
+        if not local:
+            _install(config)
     return config
 
 
-def _want_otlp(otlp: bool | None) -> bool:
-    want = otlp if otlp is not None else _env_bool(env.CHRONICLE_OTLP)
-    if want is None:
-        want = bool(
-            os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-        )
-    return want
-
-
-def _resolve_provider(
-    given: TracerProvider | None, service_name: str | None, local: bool
-) -> tuple[TracerProvider, bool]:
-    if given is not None:
-        return given, False
-    if not local:
-        current = trace_api.get_tracer_provider()
-        if isinstance(current, TracerProvider):
-            return current, False
-    resource = Resource.create({SERVICE_NAME: service_name} if service_name else {})
-    return TracerProvider(resource=resource), True
+def _install(config: ChronicleConfig) -> None:
+    """Make ``config`` the process-wide configuration (the caller holds the lock)."""
+    _DEFAULT.config = config
+    if config._pipeline.created_provider and config.tracer_provider is not None:
+        trace_api.set_tracer_provider(config.tracer_provider)
+    if not _DEFAULT.atexit_registered:
+        atexit.register(_shutdown_at_exit)
+        _DEFAULT.atexit_registered = True
 
 
 def _shutdown_at_exit() -> None:
@@ -539,7 +447,8 @@ def _shutdown_at_exit() -> None:
 
 def _reset_for_tests() -> None:
     """Shut down and forget the process-wide configuration."""
-    config = _DEFAULT.config
-    _DEFAULT.config = None
+    with _DEFAULT.lock:
+        config = _DEFAULT.config
+        _DEFAULT.config = None
     if config is not None:
         config.shutdown()

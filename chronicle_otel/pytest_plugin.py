@@ -22,6 +22,7 @@ Configuration (command line, then ini, then environment):
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Generator, Iterator
 from pathlib import Path
@@ -31,13 +32,13 @@ import pytest
 
 from . import environment_variables as env
 from .load import load_trace
-from .replay import ReplayRun, replay
+from .replay import ReplayOptions, ReplayRun, replay
+from .store.reader import is_store
 
 __all__ = ["chronicle_replay"]
 
 _RUN = pytest.StashKey[ReplayRun]()
 _FAILED = pytest.StashKey[bool]()
-_REPLAY_OPTIONS = ("stub", "live", "default", "on_input_mismatch", "on_missing", "strict", "allow", "emit_spans")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -107,11 +108,11 @@ def chronicle_replay(request: pytest.FixtureRequest) -> Iterator[ReplayRun]:
         pytest.fail("@pytest.mark.chronicle_replay needs the trace source as its first argument", False)
     trace_id = marker.args[1] if len(marker.args) > 1 else kwargs.pop("trace_id", None)
     check_report = kwargs.pop("check_report", True)
-    unknown = set(kwargs) - set(_REPLAY_OPTIONS)
+    unknown = set(kwargs) - {f.name for f in dataclasses.fields(ReplayOptions)}
     if unknown:
         pytest.fail(f"unknown chronicle_replay options: {', '.join(sorted(unknown))}", False)
     store = _option(request.config, "chronicle_store", env.CHRONICLE_HOME)
-    store_path = Path(store) if store and (Path(store) / "chronicle-store.json").exists() else None
+    store_path = Path(store) if store and is_store(store) else None
     trace = load_trace(_resolve(source, request), trace_id, store=store_path)
     run = replay(trace, **kwargs)
     request.node.stash[_RUN] = run

@@ -43,7 +43,8 @@ payload's canonical JSON, once: a format's scan runs only when a character every
 
 API:
     :class:`Redactor`, :class:`PatternRedactor`, :data:`REDACTED`, :data:`DEFAULT_KEY_PATTERNS`,
-    :data:`DEFAULT_SECRET_PATTERN`, :data:`DEFAULT_VALUE_PATTERNS`, :func:`key_filter`.
+    :data:`DEFAULT_SECRET_PATTERN`, :data:`DEFAULT_VALUE_PATTERNS`, :func:`key_filter`, and for cleaning the
+    text of an exception as boundaries record it, :func:`scrub_text` and :func:`error_secrets`.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ from typing import Any, Final, Protocol, runtime_checkable
 
 import orjson
 
-from ._internal.errors import log_once
+from ._internal.errors import handle_internal_errors
 
 __all__ = [
     "DEFAULT_KEY_PATTERNS",
@@ -68,7 +69,9 @@ __all__ = [
     "KeyFilter",
     "PatternRedactor",
     "Redactor",
+    "error_secrets",
     "key_filter",
+    "scrub_text",
 ]
 
 REDACTED: Final = "[REDACTED]"
@@ -513,31 +516,30 @@ class PatternRedactor:
 class _SafeRedactor:
     """A user's :class:`Redactor`: its exceptions are logged once and what it was asked about is redacted."""
 
-    __slots__ = ("inner",)
+    __slots__ = ("_key_guard", "_text_guard", "inner")
 
     def __init__(self, inner: Redactor) -> None:
         self.inner = inner
+        name = type(inner).__qualname__
+        self._key_guard = handle_internal_errors("redacting key names with %s", name, external=True)
+        self._text_guard = handle_internal_errors("redacting text with %s", name, external=True)
 
     def redact_key(self, name: str) -> bool:
         try:
             return bool(self.inner.redact_key(name))
         except Exception as exc:
-            log_once(f"redacting key names with {type(self.inner).__qualname__}", exc)
+            self._key_guard.absorb(exc)
             return True
 
     def redact_text(self, text: str) -> str:
         try:
             out = self.inner.redact_text(text)
+            if not isinstance(out, str):
+                raise TypeError(f"redact_text() returned {type(out).__name__}, not str")
+            return out
         except Exception as exc:
-            log_once(f"redacting text with {type(self.inner).__qualname__}", exc)
+            self._text_guard.absorb(exc)
             return REDACTED
-        if not isinstance(out, str):
-            log_once(
-                f"redacting text with {type(self.inner).__qualname__}",
-                TypeError(f"redact_text() returned {type(out).__name__}, not str"),
-            )
-            return REDACTED
-        return out
 
 
 class _ChainedRedactor:
@@ -566,10 +568,25 @@ def _chain(patterns: PatternRedactor, user: Redactor | None) -> Redactor:
     return _ChainedRedactor(patterns, user)
 
 
-def _scrub_text(redactor: Redactor | None, text: str, secrets: Iterable[str] = ()) -> str:
-    """``text`` without the given secret strings (longest first), then without secret value formats.
+def scrub_text(redactor: Redactor | None, text: str, secrets: Iterable[str] = ()) -> str:
+    """``text`` without the given secret strings, then without the secret value formats ``redactor`` finds.
 
-    The strings go first: a redactor that rewrites only part of a secret must not hide it from the search.
+    This is how the message and stack trace of a boundary's exception are cleaned before they are recorded:
+    ``secrets`` are the values redacted by key name from the call's input (see :func:`error_secrets`), so
+    ``raise ValueError(f"bad password {password}")`` records ``bad password [REDACTED]``.
+
+    Args:
+        redactor: the configuration's redactor, or None for no value formats.
+        text: the text to clean.
+        secrets: exact strings to replace by :data:`REDACTED`, wherever they occur. Longer ones go first, and all
+            of them before ``redactor``: a redactor that rewrites only part of a secret must not hide it.
+
+    Returns:
+        ``text`` with every secret replaced.
+
+    Example::
+
+        scrub_text(PatternRedactor(), "login hunter22 failed", ["hunter22"])  # 'login [REDACTED] failed'
     """
     for secret in sorted(set(secrets), key=len, reverse=True):
         if secret in text:
@@ -587,10 +604,21 @@ _ERROR_SECRETS: contextvars.ContextVar[tuple[tuple[int, type, tuple[str, ...]], 
 _ERROR_SECRETS_MAX = 16
 
 
-def _error_secrets(exc: BaseException, own: Iterable[str]) -> list[str]:
-    """``own`` plus the secrets scrubbed from ``exc`` (or an exception in its cause chain) by inner boundaries.
+def error_secrets(exc: BaseException, own: Iterable[str]) -> list[str]:
+    """The strings to scrub from ``exc``'s text: ``own`` plus those of the boundaries it already left.
 
-    Remembers the result for ``exc``, for the boundaries it leaves next. Costs nothing when no secret is known.
+    An exception raised in an inner boundary and leaving outer ones (or wrapped, ``raise ... from``) is
+    scrubbed at every level of what each boundary redacted from its input. The result is remembered for
+    ``exc`` (in a :mod:`contextvars` variable holding the last few exceptions), for the boundaries it
+    leaves next. Costs nothing when no secret is known.
+
+    Args:
+        exc: the exception a boundary is recording.
+        own: the values redacted by key name from this boundary's input (the ``secrets`` list
+            :func:`chronicle_otel.codec.encode` fills).
+
+    Returns:
+        The strings to pass to :func:`scrub_text`.
     """
     secrets = list(own)
     recent = _ERROR_SECRETS.get()
@@ -607,6 +635,7 @@ def _error_secrets(exc: BaseException, own: Iterable[str]) -> list[str]:
         entry = (id(exc), type(exc), tuple(dict.fromkeys(secrets)))
         _ERROR_SECRETS.set((entry, *recent[: _ERROR_SECRETS_MAX - 1]))
     return secrets
+
 
 
 _MIN_SECRET_LENGTH = 4

@@ -6,7 +6,7 @@ Every key chronicle writes is a constant here. A key is renamed only with a migr
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Final, NamedTuple
 
 __all__ = [
     "BOUNDARY_KIND",
@@ -16,6 +16,7 @@ __all__ = [
     "CODEC",
     "ERROR",
     "ERROR_HASH",
+    "ERROR_KEYS",
     "ERROR_TRUNCATED",
     "GEN_AI_OPERATION_NAME",
     "GEN_AI_PROVIDER_NAME",
@@ -30,6 +31,7 @@ __all__ = [
     "GEN_AI_USAGE_OUTPUT_TOKENS",
     "INPUT",
     "INPUT_HASH",
+    "INPUT_KEYS",
     "INPUT_TRUNCATED",
     "OPENINFERENCE_INPUT_MIME_TYPE",
     "OPENINFERENCE_INPUT_VALUE",
@@ -38,7 +40,10 @@ __all__ = [
     "OPENINFERENCE_SPAN_KIND",
     "OUTPUT",
     "OUTPUT_HASH",
+    "OUTPUT_KEYS",
     "OUTPUT_TRUNCATED",
+    "PAYLOAD_KEYS",
+    "PayloadKeys",
     "REPLAY_MODE",
     "REPLAY_OF",
     "SESSION_PREFIX",
@@ -72,6 +77,25 @@ OUTPUT_TRUNCATED: Final = "chronicle.output.truncated"
 """True when :data:`OUTPUT` holds only a prefix."""
 ERROR_TRUNCATED: Final = "chronicle.error.truncated"
 """True when :data:`ERROR` holds only a prefix."""
+
+
+class PayloadKeys(NamedTuple):
+    """The three attributes of one payload: its (capped) text, its hash and its truncation flag."""
+
+    text: str
+    hash: str
+    truncated: str
+
+
+INPUT_KEYS: Final = PayloadKeys(INPUT, INPUT_HASH, INPUT_TRUNCATED)
+"""The attributes of the input payload."""
+OUTPUT_KEYS: Final = PayloadKeys(OUTPUT, OUTPUT_HASH, OUTPUT_TRUNCATED)
+"""The attributes of the output payload."""
+ERROR_KEYS: Final = PayloadKeys(ERROR, ERROR_HASH, ERROR_TRUNCATED)
+"""The attributes of the error payload."""
+PAYLOAD_KEYS: Final = (INPUT_KEYS, OUTPUT_KEYS, ERROR_KEYS)
+"""Every payload's attributes, in the order input, output, error."""
+
 STREAM: Final = "chronicle.stream"
 """True when the output was streamed (generator or async generator)."""
 STREAM_STATE: Final = "chronicle.stream.state"

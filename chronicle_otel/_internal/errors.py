@@ -1,11 +1,21 @@
 """Internal failure policy: chronicle_otel never breaks the instrumented code.
 
 Everything chronicle does around a user's call (binding, encoding, redacting, exporting, storing)
-runs inside :func:`handle_internal_errors`. A failure is logged once per cause (its type and the
+runs inside :class:`handle_internal_errors`. A failure is logged once per cause (its type and the
 place it was raised), with the message "your code still runs, with less telemetry", and swallowed.
 
 The project's own test suite sets :data:`RAISE_INTERNAL_ERRORS` so that bugs surface as failures.
 It is deliberately not keyed on ``PYTEST_CURRENT_TEST``: users run chronicle inside their own pytest.
+
+Usage::
+
+    with handle_internal_errors("recording the result of boundary %r", name):
+        ...                                   # an exception here is logged once and swallowed
+
+    with handle_internal_errors("forwarding spans with %s", exporter_name, external=True):
+        forward_to.export(spans)              # someone else's code: logged even in our own tests
+
+A guard holds no per-use state: build it once and enter it as often as needed, from any thread.
 """
 
 from __future__ import annotations
@@ -13,10 +23,10 @@ from __future__ import annotations
 import logging
 import threading
 import traceback
-from collections.abc import Iterator
-from contextlib import contextmanager
+from types import TracebackType
+from typing import Final
 
-logger = logging.getLogger("chronicle_otel")
+logger: Final = logging.getLogger("chronicle_otel")
 
 #: Re-raise internal errors instead of logging them. For chronicle_otel's own tests only.
 RAISE_INTERNAL_ERRORS = False
@@ -62,15 +72,61 @@ def warn_once(key: str, message: str, *args: object) -> None:
     logger.warning(message, *args)
 
 
-@contextmanager
-def handle_internal_errors(what: str) -> Iterator[None]:
-    """Swallow and log (once per cause) any exception raised in the block."""
-    try:
-        yield
-    except Exception as exc:
-        if RAISE_INTERNAL_ERRORS:
-            raise
-        log_once(what, exc)
+class handle_internal_errors:
+    """Swallow and log (once per cause) any :class:`Exception` raised in the block.
+
+    ``BaseException`` that is not an ``Exception`` (``KeyboardInterrupt``, ``SystemExit``, cancellation)
+    always propagates. Code after the ``with`` block runs when the block failed, so a fallback is written
+    as the statement that follows it::
+
+        with guard:
+            return bool(user_redactor.redact_key(name))
+        return True                           # the block failed: redact
+
+    On a boundary call's own path, where the two method calls of a ``with`` block would show in the
+    per-call overhead, the same guard takes an exception its caller caught (:meth:`absorb`)::
+
+        try:
+            ...
+        except Exception as exc:
+            guard.absorb(exc)
+
+    Args:
+        what: what the block does, for the log message (``"starting boundary %r"``); ``%``-formatted with
+            ``args`` only when a failure is logged.
+        *args: the values of ``what``'s placeholders.
+        external: the block runs code chronicle does not own (a user's redactor, a forward exporter, the file
+            system): its failures are logged even when :data:`RAISE_INTERNAL_ERRORS` is set.
+    """
+
+    __slots__ = ("args", "external", "what")
+
+    def __init__(self, what: str, *args: object, external: bool = False) -> None:
+        self.what = what
+        self.args = args
+        self.external = external
+
+    def _swallows(self, exc: Exception) -> bool:
+        if RAISE_INTERNAL_ERRORS and not self.external:
+            return False
+        log_once(self.what % self.args if self.args else self.what, exc)
+        return True
+
+    def absorb(self, exc: Exception) -> None:
+        """Apply the policy to ``exc``, caught by the caller: log it once, or re-raise it in chronicle's own tests.
+
+        The same as ``exc`` leaving this guard's ``with`` block.
+        """
+        if not self._swallows(exc):
+            raise exc
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool:
+        return isinstance(exc, Exception) and self._swallows(exc)
 
 
 def reset_seen() -> None:

@@ -1,18 +1,112 @@
 """Where replay plugs into the recording hot path, and the registry of boundaries defined in this process.
 
-A boundary call checks one context variable (:data:`REPLAY`); when it holds a replay session, the call is
-handed to it. The recording path never imports the replay machinery.
+A boundary call checks one context variable (:data:`REPLAY`); when it holds a :class:`ReplayHook`, the call is
+handed to it with the boundary's :class:`BoundarySpec`. The recording path never imports the replay machinery, and
+the replay engine sees boundaries only through these protocols.
 """
 
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import threading
 import weakref
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-#: The active replay session of this context, or None.
-REPLAY: contextvars.ContextVar[Any] = contextvars.ContextVar("chronicle_replay", default=None)
+if TYPE_CHECKING:
+    from opentelemetry.trace import Link
+
+Shape = Literal["sync", "async", "gen", "agen"]
+"""How a boundary returns: a value, a coroutine, a generator or an async generator (decided when decorating)."""
+
+
+class Binder(Protocol):
+    """Maps one call's arguments to ``{param: value}``."""
+
+    def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any], skip_first: bool) -> dict[str, Any]:
+        """The bound arguments; ``skip_first`` drops ``self``/``cls``."""
+        ...
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplayExtra:
+    """What the spans of calls made during a replay carry besides the usual attributes."""
+
+    attributes: Mapping[str, Any]
+    links: list[Link]
+
+
+class BoundarySpec(Protocol):
+    """What replay may know of a decorated boundary (fixed when decorating)."""
+
+    @property
+    def name(self) -> str:
+        """The boundary name."""
+        ...
+
+    @property
+    def kind_value(self) -> str:
+        """The boundary kind as a string (``llm``, ``tool``…)."""
+        ...
+
+    @property
+    def shape(self) -> Shape:
+        """How the function returns."""
+        ...
+
+    @property
+    def raw(self) -> Callable[..., Any] | None:
+        """The undecorated function (None for ``call(...)`` blocks)."""
+        ...
+
+    @property
+    def binder(self) -> Binder | None:
+        """Binds a call's arguments (None for ``call(...)`` blocks)."""
+        ...
+
+    @property
+    def config(self) -> Any:
+        """The configuration the boundary is bound to (``configure(local=True)``), or None for the process-wide one."""
+        ...
+
+    def run(
+        self,
+        body: Callable[..., Any],
+        instance: Any,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        extra: ReplayExtra | None,
+    ) -> Any:
+        """Call ``body`` as this boundary would call its function: one span, recorded as usual, with ``extra``."""
+        ...
+
+
+class ReplayHook(Protocol):
+    """An active replay: receives every boundary call made in its context."""
+
+    def call(
+        self,
+        spec: BoundarySpec,
+        wrapped: Callable[..., Any],
+        instance: Any,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Any:
+        """Handle one call of a decorated boundary: answer it from the recording or run it."""
+        ...
+
+    def enter_block(self, spec: BoundarySpec, input_value: Any) -> object:
+        """A ``call(...)`` block starts; returns what :meth:`exit_block` gets back."""
+        ...
+
+    def exit_block(self, state: object, output: Any, exc: BaseException | None) -> None:
+        """A ``call(...)`` block ends."""
+        ...
+
+
+#: The active replay of this context, or None.
+REPLAY: contextvars.ContextVar[ReplayHook | None] = contextvars.ContextVar("chronicle_replay", default=None)
 
 #: Boundary name -> weak references to the wrapped callables defined under that name, oldest first.
 _BOUNDARIES: dict[str, list[weakref.ref[Any]]] = {}

@@ -1,22 +1,33 @@
-"""Encode SDK spans as OTLP/JSON, in the shape of the OpenTelemetry Collector's ``file`` exporter.
+"""The one OTLP/JSON writer, in the shape of the OpenTelemetry Collector's ``file`` exporter.
 
 One ``ExportTraceServiceRequest`` object per line: ``resourceSpans`` → ``scopeSpans`` → ``spans``,
 lowerCamelCase field names, lowercase hex ids, 64-bit integers and ``*UnixNano`` times as JSON
-strings, enums as integers, default values omitted.
+strings, enums as integers, default values omitted. Two inputs, one span encoder (:func:`_span_json`):
+finished SDK spans (the exporter, :func:`export_request`) and loaded span records (portable trace files,
+:func:`spans_to_request` and :func:`write_trace_file`).
 """
 
 from __future__ import annotations
 
 import base64
+import gzip
 import math
+import os
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import orjson
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanKind, StatusCode
+
+from .. import semconv
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import ReadableSpan
+    from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+
+    from ..model import SpanRecord, Trace
 
 _KIND = {
     SpanKind.INTERNAL: 1,
@@ -97,52 +108,106 @@ def _with_attributes(out: dict[str, Any], attrs: Mapping[str, Any] | None, dropp
     return out
 
 
+Link = tuple[str, str, str, "Mapping[str, Any] | None", int]
+"""A link as the encoder takes it: trace id hex, span id hex, tracestate, attributes, flags."""
+Event = tuple[int, str, "Mapping[str, Any] | None"]
+"""An event as the encoder takes it: time in ns, name, attributes."""
+
+
+def _span_json(
+    trace_id: str,
+    span_id: str,
+    trace_state: str,
+    parent_span_id: str | None,
+    flags: int,
+    name: str,
+    kind: int,
+    start_ns: int,
+    end_ns: int,
+    attrs: Mapping[str, Any] | None,
+    dropped_attributes: int,
+    events: Sequence[Event],
+    dropped_events: int,
+    links: Sequence[Link],
+    dropped_links: int,
+    status_message: str,
+    status_code: int,
+) -> dict[str, Any]:
+    """Encode one span from its fields: the single place that decides the OTLP/JSON shape of a span."""
+    out: dict[str, Any] = {"traceId": trace_id, "spanId": span_id}
+    if trace_state:
+        out["traceState"] = trace_state
+    if parent_span_id:
+        out["parentSpanId"] = parent_span_id
+    out["flags"] = flags
+    out["name"] = name
+    out["kind"] = kind
+    out["startTimeUnixNano"] = str(start_ns)
+    out["endTimeUnixNano"] = str(end_ns)
+    _with_attributes(out, attrs, dropped_attributes)
+    if events:
+        out["events"] = [_with_attributes({"timeUnixNano": str(t), "name": n}, a) for t, n, a in events]
+    if dropped_events:
+        out["droppedEventsCount"] = dropped_events
+    if links:
+        encoded = []
+        for link_trace, link_span, link_state, link_attrs, link_flags in links:
+            item: dict[str, Any] = {"traceId": link_trace, "spanId": link_span}
+            if link_state:
+                item["traceState"] = link_state
+            _with_attributes(item, link_attrs)
+            item["flags"] = link_flags
+            encoded.append(item)
+        out["links"] = encoded
+    if dropped_links:
+        out["droppedLinksCount"] = dropped_links
+    status: dict[str, Any] = {}
+    if status_message:
+        status["message"] = status_message
+    if status_code:
+        status["code"] = status_code
+    out["status"] = status
+    return out
+
+
 def span_dict(span: ReadableSpan) -> dict[str, Any]:
-    """Encode one finished span."""
+    """Encode one finished SDK span."""
     ctx = span.get_span_context()
     assert ctx is not None
     flags = _FLAG_HAS_IS_REMOTE  # as the SDK's OTLP encoder: the is-remote bits only
-    out: dict[str, Any] = {"traceId": f"{ctx.trace_id:032x}", "spanId": f"{ctx.span_id:016x}"}
-    trace_state = ctx.trace_state.to_header() if ctx.trace_state else ""
-    if trace_state:
-        out["traceState"] = trace_state
-    if span.parent is not None:
-        out["parentSpanId"] = f"{span.parent.span_id:016x}"
-        if span.parent.is_remote:
-            flags |= _FLAG_IS_REMOTE
-    out["flags"] = flags
-    out["name"] = span.name
-    out["kind"] = _KIND.get(span.kind, 0)
-    out["startTimeUnixNano"] = str(span.start_time or 0)
-    out["endTimeUnixNano"] = str(span.end_time or 0)
-    _with_attributes(out, span.attributes, span.dropped_attributes)
-    if span.events:
-        out["events"] = [
-            _with_attributes({"timeUnixNano": str(e.timestamp), "name": e.name}, e.attributes) for e in span.events
+    parent = span.parent
+    if parent is not None and parent.is_remote:
+        flags |= _FLAG_IS_REMOTE
+    return _span_json(
+        f"{ctx.trace_id:032x}",
+        f"{ctx.span_id:016x}",
+        ctx.trace_state.to_header() if ctx.trace_state else "",
+        f"{parent.span_id:016x}" if parent is not None else None,
+        flags,
+        span.name,
+        _KIND.get(span.kind, 0),
+        span.start_time or 0,
+        span.end_time or 0,
+        span.attributes,
+        span.dropped_attributes,
+        [(e.timestamp, e.name, e.attributes) for e in span.events] if span.events else (),
+        span.dropped_events,
+        [
+            (
+                f"{link.context.trace_id:032x}",
+                f"{link.context.span_id:016x}",
+                link.context.trace_state.to_header() if link.context.trace_state else "",
+                link.attributes,
+                _FLAG_HAS_IS_REMOTE | (_FLAG_IS_REMOTE if link.context.is_remote else 0),
+            )
+            for link in span.links
         ]
-    if span.dropped_events:
-        out["droppedEventsCount"] = span.dropped_events
-    if span.links:
-        links = []
-        for link in span.links:
-            lc = link.context
-            item: dict[str, Any] = {"traceId": f"{lc.trace_id:032x}", "spanId": f"{lc.span_id:016x}"}
-            if lc.trace_state:
-                item["traceState"] = lc.trace_state.to_header()
-            _with_attributes(item, link.attributes)
-            item["flags"] = _FLAG_HAS_IS_REMOTE | (_FLAG_IS_REMOTE if lc.is_remote else 0)
-            links.append(item)
-        out["links"] = links
-    if span.dropped_links:
-        out["droppedLinksCount"] = span.dropped_links
-    status: dict[str, Any] = {}
-    if span.status.description:
-        status["message"] = span.status.description
-    code = _STATUS.get(span.status.status_code, 0)
-    if code:
-        status["code"] = code
-    out["status"] = status
-    return out
+        if span.links
+        else (),
+        span.dropped_links,
+        span.status.description or "",
+        _STATUS.get(span.status.status_code, 0),
+    )
 
 
 # Resources and scopes are immutable and shared by every span of a process: encode each once.
@@ -207,40 +272,53 @@ _KIND_NUMBERS = {1, 2, 3, 4, 5}
 _STATUS_NUMBERS = {"UNSET": 0, "OK": 1, "ERROR": 2}
 
 
-def spans_to_request(spans: Iterable[Any]) -> dict[str, Any]:
-    """Encode loaded span records (``chronicle_otel.replay.SpanRecord``) as one ``ExportTraceServiceRequest``."""
+def record_dict(span: SpanRecord, attributes: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Encode one loaded span record (``attributes`` replaces its own when given)."""
+    return _span_json(
+        span.trace_id,
+        span.span_id,
+        span.trace_state,
+        span.parent_span_id,
+        span.flags or _FLAG_HAS_IS_REMOTE,
+        span.name,
+        span.kind if span.kind in _KIND_NUMBERS else 0,
+        span.start_ns,
+        span.end_ns,
+        span.attributes if attributes is None else attributes,
+        0,
+        [(e.get("time_ns", 0), e.get("name", ""), e.get("attributes")) for e in span.events],
+        0,
+        [
+            (
+                link["trace_id"],
+                link["span_id"],
+                link.get("trace_state") or "",
+                link.get("attributes"),
+                link.get("flags") or _FLAG_HAS_IS_REMOTE,
+            )
+            for link in span.links
+        ],
+        0,
+        span.status_message,
+        _STATUS_NUMBERS.get(span.status, 0),
+    )
+
+
+def spans_to_request(
+    spans: Iterable[SpanRecord], attributes: Mapping[str, Mapping[str, Any]] | None = None
+) -> dict[str, Any]:
+    """Group loaded span records by resource and scope into one ``ExportTraceServiceRequest`` dict.
+
+    Args:
+        spans: the span records.
+        attributes: per span id, attributes to write instead of the span's own.
+    """
+    replaced = attributes or {}
     by_resource: dict[bytes, tuple[Mapping[str, Any], dict[str, list[dict[str, Any]]]]] = {}
     for span in spans:
         res_key = orjson.dumps(dict(span.resource), option=orjson.OPT_SORT_KEYS, default=str)
         _, scopes = by_resource.setdefault(res_key, (span.resource, {}))
-        out: dict[str, Any] = {"traceId": span.trace_id, "spanId": span.span_id}
-        if span.parent_span_id:
-            out["parentSpanId"] = span.parent_span_id
-        out["flags"] = _FLAG_HAS_IS_REMOTE
-        out["name"] = span.name
-        out["kind"] = span.kind if span.kind in _KIND_NUMBERS else 0
-        out["startTimeUnixNano"] = str(span.start_ns)
-        out["endTimeUnixNano"] = str(span.end_ns)
-        _with_attributes(out, span.attributes)
-        if span.events:
-            out["events"] = [
-                _with_attributes(
-                    {"timeUnixNano": str(e.get("time_ns", 0)), "name": e.get("name", "")}, e.get("attributes")
-                )
-                for e in span.events
-            ]
-        if span.links:
-            out["links"] = [
-                _with_attributes({"traceId": link["trace_id"], "spanId": link["span_id"]}, link.get("attributes"))
-                for link in span.links
-            ]
-        status: dict[str, Any] = {}
-        if span.status_message:
-            status["message"] = span.status_message
-        if _STATUS_NUMBERS.get(span.status):
-            status["code"] = _STATUS_NUMBERS[span.status]
-        out["status"] = status
-        scopes.setdefault(span.scope, []).append(out)
+        scopes.setdefault(span.scope, []).append(record_dict(span, replaced.get(span.span_id)))
     return {
         "resourceSpans": [
             {
@@ -252,3 +330,26 @@ def spans_to_request(spans: Iterable[Any]) -> dict[str, Any]:
             for resource, scopes in by_resource.values()
         ]
     }
+
+
+def write_trace_file(trace: Trace, path: str | os.PathLike[str]) -> Path:
+    """Write ``trace`` as a portable OTLP/JSON file with its whole payloads inlined (see ``Trace.save``).
+
+    Linear in the size of the trace: the whole payloads are gathered per span once.
+    """
+    whole: dict[str, dict[str, Any]] = {}
+    for b in trace.boundaries:
+        for keys, payload in zip(semconv.PAYLOAD_KEYS, (b.raw_input, b.raw_output, b.raw_error)):  # noqa: B905
+            if payload is not None and payload.complete:
+                attrs = whole.get(b.span_id)
+                if attrs is None:
+                    attrs = whole[b.span_id] = dict(b.span.attributes)
+                attrs[keys.text] = payload.text
+                attrs.pop(keys.truncated, None)
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    data = orjson.dumps(spans_to_request(trace.spans, whole)) + b"\n"
+    tmp = target.with_name(f".{target.name}.tmp")
+    tmp.write_bytes(gzip.compress(data) if target.suffix == ".gz" else data)
+    os.replace(tmp, target)
+    return target

@@ -12,8 +12,8 @@ from typing import TextIO
 
 from ..errors import ChronicleError
 from ..load import load_trace
-from ..replay import Boundary, Trace
-from ..store import LocalStore, default_store_path
+from ..model import Boundary, Trace
+from ..store.reader import StoreReader, default_store_path, is_store
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -69,15 +69,15 @@ def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
         return 2
 
 
-def _store(args: argparse.Namespace) -> LocalStore:
-    return LocalStore(args.store) if args.store else LocalStore(default_store_path())
+def _store(args: argparse.Namespace) -> StoreReader:
+    return StoreReader(args.store) if args.store else StoreReader(default_store_path())
 
 
 def _load(args: argparse.Namespace) -> Trace:
     if args.file:
         store = _store(args)
         tid = None if args.trace_id in ("latest", "latest-failed", "-") else args.trace_id
-        return load_trace(args.file, tid, store=store if (store.path / "chronicle-store.json").exists() else None)
+        return load_trace(args.file, tid, store=store if is_store(store.path) else None)
     return load_trace(_store(args), args.trace_id)
 
 
@@ -135,7 +135,7 @@ def _show(trace: Trace, out: TextIO) -> int:
 
 def _pull(args: argparse.Namespace, out: TextIO) -> int:
     store = _store(args)
-    payloads = store if (store.path / "chronicle-store.json").exists() else None
+    payloads = store if is_store(store.path) else None
     progress = None if args.quiet else _ProgressBar(sys.stderr)
     trace = load_trace(args.source, args.trace_id, store=payloads, progress=progress)
     if progress is not None:

@@ -13,11 +13,10 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.trace import StatusCode
 
 from .. import semconv
-from .._internal import errors as _errors
 from .._internal.buffer import PayloadBuffer
-from .._internal.errors import log_once, warn_once
+from .._internal.errors import handle_internal_errors, warn_once
 from .._internal.otlp_json import export_request
-from ..store._local import LocalStore, TraceRecord
+from ..store import LocalStore, TraceRecord
 
 
 class ChronicleExporter(SpanExporter):
@@ -58,23 +57,17 @@ class ChronicleExporter(SpanExporter):
         if self._shutdown:
             warn_once("exporter-shutdown", "chronicle_otel: ChronicleExporter.export() called after shutdown; ignored")
             return SpanExportResult.FAILURE
-        result = SpanExportResult.SUCCESS
-        try:
+        written = False
+        with handle_internal_errors("writing spans to %s", self.store.path):
             with self._lock:
                 self._write(spans)
-        except Exception as exc:
-            if _errors.RAISE_INTERNAL_ERRORS:
-                raise
-            log_once(f"writing spans to {self.store.path}", exc)
-            result = SpanExportResult.FAILURE
-        if self.forward_to is not None:
-            try:
-                if self.forward_to.export(spans) is not SpanExportResult.SUCCESS:
-                    result = SpanExportResult.FAILURE
-            except Exception as exc:
-                log_once(f"forwarding spans with {type(self.forward_to).__name__}", exc)
-                result = SpanExportResult.FAILURE
-        return result
+            written = True
+        if self.forward_to is None:
+            return SpanExportResult.SUCCESS if written else SpanExportResult.FAILURE
+        forwarded = False
+        with handle_internal_errors("forwarding spans with %s", type(self.forward_to).__name__, external=True):
+            forwarded = self.forward_to.export(spans) is SpanExportResult.SUCCESS
+        return SpanExportResult.SUCCESS if written and forwarded else SpanExportResult.FAILURE
 
     def _write(self, spans: Sequence[ReadableSpan]) -> None:
         by_trace: dict[int, list[ReadableSpan]] = {}
@@ -120,32 +113,24 @@ class ChronicleExporter(SpanExporter):
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         """Flush the store's open segment (and the forward exporter)."""
-        ok = True
-        try:
+        flushed = False
+        with handle_internal_errors("flushing %s", self.store.path, external=True):
             self.store.flush()
-        except Exception as exc:
-            log_once(f"flushing {self.store.path}", exc)
-            ok = False
-        if self.forward_to is not None:
-            try:
-                ok = bool(self.forward_to.force_flush(timeout_millis)) and ok
-            except Exception as exc:
-                log_once(f"flushing {type(self.forward_to).__name__}", exc)
-                ok = False
-        return ok
+            flushed = True
+        if self.forward_to is None:
+            return flushed
+        forwarded = False
+        with handle_internal_errors("flushing %s", type(self.forward_to).__name__, external=True):
+            forwarded = bool(self.forward_to.force_flush(timeout_millis))
+        return flushed and forwarded
 
     def shutdown(self) -> None:
         """Close the store and shut the forward exporter down; safe to call twice."""
         if self._shutdown:
             return
         self._shutdown = True
-        with self._lock:
-            try:
-                self.store.close()
-            except Exception as exc:
-                log_once(f"closing {self.store.path}", exc)
+        with self._lock, handle_internal_errors("closing %s", self.store.path, external=True):
+            self.store.close()
         if self.forward_to is not None:
-            try:
+            with handle_internal_errors("shutting down %s", type(self.forward_to).__name__, external=True):
                 self.forward_to.shutdown()
-            except Exception as exc:
-                log_once(f"shutting down {type(self.forward_to).__name__}", exc)

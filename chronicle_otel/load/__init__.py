@@ -36,16 +36,15 @@ import os
 from collections.abc import Callable, Iterable
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
-from .. import semconv
-from ..errors import ChronicleError, TraceLoadError, TraceNotFoundError
-from ..replay import SpanRecord, Trace, build_trace
-from ..store import LocalStore, default_store_path, payload_digest
+from ..errors import TraceLoadError
+from ..model import SpanRecord, Trace
+from ..store.reader import MANIFEST, StoreReader, default_store_path, is_store
+from ._assemble import assemble, build_trace, select_from_store
 from ._files import SUPPORTED_FORMATS, read_path
 from ._http import SOURCES, HttpTraceSource, JaegerSource, PhoenixSource, TempoSource, ZipkinSource
 from ._limits import LoadLimits
-from ._otlp import merge, spans_of_request
 
 __all__ = [
     "SUPPORTED_FORMATS",
@@ -56,6 +55,7 @@ __all__ = [
     "TempoSource",
     "TraceSource",
     "ZipkinSource",
+    "build_trace",
     "load_trace",
     "register_source",
     "source_for",
@@ -119,14 +119,11 @@ def _accepts_limits(factory: Callable[..., object]) -> bool:
         return False
 
 
-_STORE_MANIFEST = "chronicle-store.json"
-
-
 def load_trace(
-    source: str | os.PathLike[str] | LocalStore | TraceSource,
+    source: str | os.PathLike[str] | StoreReader | TraceSource,
     trace_id: str | None = None,
     *,
-    store: LocalStore | str | os.PathLike[str] | None = None,
+    store: StoreReader | str | os.PathLike[str] | None = None,
     allow: Iterable[str] = (),
     progress: Callable[[int], None] | None = None,
     limits: LoadLimits | None = None,
@@ -137,8 +134,8 @@ def load_trace(
     ``limits`` bound what it may cost (compressed files inflate in bounded steps).
 
     Args:
-        source: a :class:`~chronicle_otel.store.LocalStore`, a store directory, a trace file, a backend URL
-            (``phoenix+http://…``) or a :class:`TraceSource`.
+        source: a :class:`~chronicle_otel.store.LocalStore` (or :class:`~chronicle_otel.store.StoreReader`), a store
+            directory, a trace file, a backend URL (``phoenix+http://…``) or a :class:`TraceSource`.
         trace_id: the trace to load (32 hex digits, any case). For a store, also ``"latest"`` or
             ``"latest-failed"``. May be omitted when the source holds exactly one trace.
         store: the payload store to rehydrate truncated payloads from.
@@ -147,135 +144,38 @@ def load_trace(
         limits: bounds on size, inflation and time; by default :meth:`LoadLimits.from_env`.
 
     Returns:
-        The :class:`~chronicle_otel.replay.Trace`.
+        The :class:`~chronicle_otel.model.Trace`.
 
     Raises:
         TraceNotFoundError: the trace id is not in the source.
         LoadLimitError: the source exceeds one of ``limits``.
         TraceLoadError: the source cannot be read, is not trace data, or holds several traces and no id was given.
+        StoreError: a store directory is damaged.
     """
-    payload_store = _payload_store(store)
+    payloads = _payload_store(store)
     if isinstance(source, str) and "://" in source:
-        return load_trace(
-            source_for(source, limits=limits), trace_id, store=store, allow=allow, progress=progress, limits=limits
-        )
-    if isinstance(source, TraceSource) and not isinstance(source, LocalStore):
-        spans = source.spans(trace_id, progress) if progress is not None else source.spans(trace_id)
-        return _assemble(spans, trace_id, repr(source), payload_store or _default_store(), allow)
-    if isinstance(source, LocalStore) or (Path(source).is_dir() and (Path(source) / _STORE_MANIFEST).exists()):
-        local = source if isinstance(source, LocalStore) else LocalStore(source)
-        return _from_store(local, trace_id, payload_store or local, tuple(allow))
+        source = source_for(source, limits=limits)
+    if isinstance(source, StoreReader) or (not isinstance(source, TraceSource) and is_store(source)):
+        local = source if isinstance(source, StoreReader) else StoreReader(source)
+        spans, chosen = select_from_store(local, trace_id)
+        return assemble(spans, chosen, str(local.path), payloads or local, allow)
+    if isinstance(source, TraceSource):
+        spans_iter = source.spans(trace_id, progress) if progress is not None else source.spans(trace_id)
+        return assemble(spans_iter, trace_id, repr(source), payloads or _default_store(), allow)
     path = Path(source)
     if path.is_dir():
-        raise TraceLoadError("a directory that is not a chronicle store", source=path, expected=_STORE_MANIFEST)
+        raise TraceLoadError("a directory that is not a chronicle store", source=path, expected=MANIFEST)
     if not path.exists():
         raise TraceLoadError("no such file or store", source=path)
-    return _assemble(read_path(path, limits=limits), trace_id, path, payload_store or _default_store(), allow)
+    return assemble(read_path(path, limits=limits), trace_id, str(path), payloads or _default_store(), allow)
 
 
-def _assemble(
-    spans: Iterable[SpanRecord], trace_id: str | None, source: object, store: LocalStore | None, allow: Iterable[str]
-) -> Trace:
-    traces = merge(spans)
-    chosen = _select(traces, trace_id, source)
-    return build_trace(
-        chosen, list(traces[chosen].values()), fetch=_fetcher(store, chosen), allow=allow, source=str(source)
-    )
-
-
-def _fetcher(store: LocalStore | None, trace_id: str) -> Callable[[str], bytes | None] | None:
-    """Whole payloads by hash: the store's payload table, else the whole attributes of the store's own copy
-    of the trace (a backend may cut attributes that were whole when recorded, e.g. Zipkin at 128 characters)."""
-    if store is None:
-        return None
-    recorded: dict[str, bytes] | None = None
-
-    def fetch(digest: str) -> bytes | None:
-        nonlocal recorded
-        data = store.get_payload(digest)
-        if data is not None:
-            return data
-        if recorded is None:
-            recorded = _whole_attributes(store, trace_id)
-        return recorded.get(digest)
-
-    return fetch
-
-
-def _whole_attributes(store: LocalStore, trace_id: str) -> dict[str, bytes]:
-    found: dict[str, bytes] = {}
-    try:
-        spans = [span for request in store.read_requests(trace_id) for span in spans_of_request(request)]
-    except ChronicleError:  # an unreadable store only means nothing to rehydrate from
-        return found
-    for span in spans:
-        attrs = span.attributes
-        for key, hash_key in (
-            (semconv.INPUT, semconv.INPUT_HASH),
-            (semconv.OUTPUT, semconv.OUTPUT_HASH),
-            (semconv.ERROR, semconv.ERROR_HASH),
-        ):
-            text, digest = attrs.get(key), attrs.get(hash_key)
-            if isinstance(text, str) and isinstance(digest, str):
-                data = text.encode("utf-8", "surrogatepass")
-                if payload_digest(data) == digest:
-                    found[digest] = data
-    return found
-
-
-def _default_store() -> LocalStore | None:
+def _default_store() -> StoreReader | None:
     default = default_store_path()
-    return LocalStore(default) if (default / _STORE_MANIFEST).exists() else None
+    return StoreReader(default) if is_store(default) else None
 
 
-def _payload_store(store: LocalStore | str | os.PathLike[str] | None) -> LocalStore | None:
-    if store is None or isinstance(store, LocalStore):
+def _payload_store(store: StoreReader | str | os.PathLike[str] | None) -> StoreReader | None:
+    if store is None or isinstance(store, StoreReader):
         return store
-    return LocalStore(store)
-
-
-def _select(traces: dict[str, Any], trace_id: str | None, source: object) -> str:
-    if not traces:
-        raise TraceLoadError("no spans", source=source, expected="OTLP/JSON trace data")
-    if trace_id is not None:
-        wanted = trace_id.strip().lower()
-        if wanted not in traces:
-            raise TraceNotFoundError(trace_id, source=source, candidates=sorted(traces))
-        return wanted
-    if len(traces) > 1:
-        listing = ", ".join(f"{tid} ({_root_name(spans)})" for tid, spans in list(traces.items())[:10])
-        raise TraceLoadError(f"{len(traces)} traces and no trace_id given; pick one of: {listing}", source=source)
-    return next(iter(traces))
-
-
-def _root_name(spans: dict[str, Any]) -> str:
-    roots = [s for s in spans.values() if s.parent_span_id is None]
-    return roots[0].name if roots else "no root"
-
-
-def _from_store(local: LocalStore, trace_id: str | None, payloads: LocalStore, allow: tuple[str, ...]) -> Trace:
-    if trace_id in (None, "latest", "latest-failed"):
-        summaries = local.list_traces(limit=10, failed=True if trace_id == "latest-failed" else None)
-        if not summaries:
-            what = "failed traces" if trace_id == "latest-failed" else "traces"
-            raise TraceLoadError(f"the store has no {what}", source=local.path)
-        if trace_id is None and len(local.list_traces(limit=2)) > 1:
-            listing = ", ".join(f"{t.trace_id} ({t.root_boundary or t.root_name})" for t in summaries)
-            raise TraceLoadError(
-                f"several traces and no trace_id given (or 'latest', 'latest-failed'); most recent: {listing}",
-                source=local.path,
-            )
-        trace_id = summaries[0].trace_id
-        if not isinstance(trace_id, str):
-            raise TraceLoadError("the store's index lists a trace id that is not text", source=local.path)
-    wanted = trace_id.strip().lower()
-    spans: list[SpanRecord] = []
-    for number, request in enumerate(local.read_requests(wanted), 1):
-        spans.extend(spans_of_request(request, source=f"{local.path} (trace {wanted}, line {number})"))
-    if not spans:
-        recent = [t.trace_id for t in local.list_traces(limit=10)]
-        raise TraceNotFoundError(trace_id, source=local.path, candidates=recent)
-    merged = merge(spans).get(wanted)
-    if not merged:
-        raise TraceLoadError(f"the store's lines for trace {wanted} hold none of its spans", source=local.path)
-    return build_trace(wanted, list(merged.values()), fetch=payloads.get_payload, allow=allow, source=str(local.path))
+    return StoreReader(store)

@@ -19,7 +19,7 @@ from typing import Any, TypeAlias
 import orjson
 
 from ..errors import LoadLimitError, TraceLoadError
-from ..replay import SpanRecord
+from ..model import SpanRecord
 from . import _jaeger, _phoenix, _zipkin
 from ._limits import ENV_VARS, MIB, LoadLimits
 from ._otlp import is_otlp, spans_of_request

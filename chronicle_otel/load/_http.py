@@ -33,7 +33,7 @@ import orjson
 from opentelemetry import context as context_api
 
 from ..errors import ChronicleError, LoadLimitError, TraceLoadError, TraceNotFoundError
-from ..replay import SpanRecord
+from ..model import SpanRecord
 from ..version import __version__
 from . import _phoenix
 from ._files import spans_of_document

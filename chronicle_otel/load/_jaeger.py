@@ -6,7 +6,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ..errors import TraceLoadError
-from ..replay import SpanRecord
+from ..model import SpanRecord
 from ._otlp import Where, normalize_id, pop_translated_fields
 
 _KINDS = {"internal": 1, "server": 2, "client": 3, "producer": 4, "consumer": 5}

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Final
 
 from ..errors import TraceLoadError
-from ..replay import SpanRecord
+from ..model import SpanRecord
 
 _HEX = re.compile(r"[0-9a-fA-F]+")
 _INT_TEXT = re.compile(r"[+-]?[0-9]{1,24}")
@@ -379,6 +379,8 @@ def _span(raw: Mapping[str, Any], resource: Mapping[str, Any], scope: str, at: W
                     _get(link, "spanId", "span_id"), 8, source=source, line=line, field="links.spanId"
                 ),
                 "attributes": attributes(link.get("attributes"), at, f"links[{i}].attributes"),
+                "trace_state": at.text(_get(link, "traceState", "trace_state"), f"links[{i}].traceState"),
+                "flags": at.integer(link.get("flags"), f"links[{i}].flags", low=0, high=0xFFFFFFFF),
             }
         )
     return SpanRecord(
@@ -398,6 +400,8 @@ def _span(raw: Mapping[str, Any], resource: Mapping[str, Any], scope: str, at: W
         links=tuple(links),
         resource=resource,
         scope=scope,
+        trace_state=at.text(_get(raw, "traceState", "trace_state"), "traceState"),
+        flags=at.integer(raw.get("flags"), "flags", low=0, high=0xFFFFFFFF),
         origin=where,
     )
 

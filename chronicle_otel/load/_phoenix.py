@@ -8,7 +8,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ..errors import TraceLoadError
-from ..replay import SpanRecord
+from ..model import SpanRecord
 from ._otlp import INT64_MIN, MAX_VALUE_DEPTH, UINT64_MAX, Where, check_depth, normalize_id
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)

@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 
 from ..errors import TraceLoadError
-from ..replay import SpanRecord
+from ..model import SpanRecord
 from ._otlp import MAX_VALUE_DEPTH, Where, check_depth, normalize_id, pop_translated_fields
 
 _KINDS = {"SERVER": 2, "CLIENT": 3, "PRODUCER": 4, "CONSUMER": 5}

@@ -19,8 +19,10 @@ API:
 
 from __future__ import annotations
 
-from ._engine import InputMismatch, OnMissing, ReplayRun, replay
-from ._model import Boundary, Payload, ReplayedError, SpanRecord, Trace, build_trace, format_key
+from ..load import build_trace
+from ..model import Boundary, Payload, ReplayedError, SpanRecord, Trace, format_key
+from ._engine import ReplayRun, replay
+from ._options import InputMismatch, OnMissing, ReplayOptions
 from ._report import Finding, ReplayReport
 
 __all__ = [
@@ -29,6 +31,7 @@ __all__ = [
     "InputMismatch",
     "OnMissing",
     "Payload",
+    "ReplayOptions",
     "ReplayReport",
     "ReplayRun",
     "ReplayedError",

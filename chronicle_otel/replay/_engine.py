@@ -1,140 +1,69 @@
-"""The replay session: matches each boundary call to its recording, stubs or runs it, and reports."""
+"""The replay session: each boundary call is matched to its recording, then stubbed or run live, and reported.
+
+The parts: :mod:`._matching` (selectors, call keys, recordings used), :mod:`._stubs` (bodies that answer from the
+recording), :mod:`._compare` (live outputs against the recording), :mod:`._report` (the findings). This module
+orchestrates them behind the :class:`~chronicle_otel._internal.hooks.ReplayHook` seam the recording path calls.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
-import dataclasses
-import fnmatch
 import functools
-import hashlib
 import inspect
-import itertools
 from collections.abc import Callable, Iterable
-from enum import Enum
 from types import TracebackType
 from typing import Any, TypeVar
 
-import orjson
 from opentelemetry.trace import Link, SpanContext, TraceFlags
 
 from .. import semconv
 from .._internal import hooks
+from .._internal.digest import payload_digest
+from .._internal.hooks import BoundarySpec, ReplayExtra
+from .._internal.streams import AsyncStreamDriver, StreamDriver
 from ..codec import encode
 from ..config import get_config
 from ..errors import ConfigError, ReplayDivergence, ReplayError
-from ..redact import Redactor, _error_secrets, _scrub_text
-from ._model import Boundary, Trace, format_key
+from ..model import Boundary, Trace
+from ..redact import Redactor
+from ._compare import Comparer
+from ._matching import Frame, Recordings, matches
+from ._options import InputMismatch, OnMissing, ReplayOptions
 from ._report import Finding, ReplayReport, diff_lines
+from ._stubs import stub_body
 
-Key = tuple[tuple[str, int], ...]
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-class InputMismatch(str, Enum):
-    """What a stubbed call whose input differs from the recording does."""
-
-    ERROR = "error"
-    WARN = "warn"
-    IGNORE = "ignore"
-
-
-class OnMissing(str, Enum):
-    """What a call with no recording does."""
-
-    ERROR = "error"
-    LIVE = "live"
-
-
-def _choice(enum: type[Enum], name: str, value: Any) -> Any:
-    try:
-        return enum(value)
-    except ValueError:
-        raise ConfigError(name, value, "one of " + ", ".join(repr(m.value) for m in enum)) from None
-
-
-@dataclasses.dataclass
-class _Frame:
-    key: Key
-    counters: dict[str, itertools.count[int]] = dataclasses.field(default_factory=dict)
-    last: Boundary | None = None
-
-    def next_index(self, name: str) -> int:
-        counter = self.counters.get(name)
-        if counter is None:
-            counter = self.counters.setdefault(name, itertools.count())
-        return next(counter)
-
-
-@dataclasses.dataclass(frozen=True)
-class _Extra:
-    """Attributes and links that spans emitted during replay carry (read by the recording path)."""
-
-    attributes: dict[str, Any]
-    links: list[Link]
-
-
-def _matches(selector: str, name: str, kind: str) -> bool:
-    if selector.startswith("kind:"):
-        return kind == selector[5:]
-    if any(c in selector for c in "*?["):
-        return fnmatch.fnmatchcase(name, selector)
-    return name == selector
-
-
-def _digest(data: bytes) -> str:
-    return "sha256:" + hashlib.sha256(data).hexdigest()
-
-
-def _redactor(spec: Any) -> Redactor | None:
+def _redactor(spec: BoundarySpec) -> Redactor | None:
     """The redactor of the boundary's own configuration, as when it recorded: compare redacted with redacted."""
-    return (spec.config or get_config()).redact
+    config = spec.config if spec.config is not None else get_config()
+    redact: Redactor | None = config.redact
+    return redact
 
 
 class ReplayRun:
-    """An active replay of a recorded :class:`~chronicle_otel.replay.Trace` (see :func:`replay`)."""
+    """An active replay of a recorded :class:`~chronicle_otel.model.Trace` (see :func:`replay`).
 
-    def __init__(
-        self,
-        trace: Trace,
-        *,
-        stub: Iterable[str] = ("kind:llm",),
-        live: Iterable[str] = (),
-        default: str = "live",
-        on_input_mismatch: InputMismatch | str = InputMismatch.WARN,
-        on_missing: OnMissing | str = OnMissing.ERROR,
-        strict: bool = False,
-        allow: Iterable[str] | None = None,
-        emit_spans: bool = True,
-    ) -> None:
+    Args:
+        trace: the recorded run.
+        options: how each call is treated (:class:`ReplayOptions`).
+    """
+
+    def __init__(self, trace: Trace, options: ReplayOptions | None = None) -> None:
         if not isinstance(trace, Trace):
             raise ConfigError("trace", trace, "a Trace from load_trace()")
-        if isinstance(stub, str) or isinstance(live, str):
-            raise ConfigError("stub/live", stub if isinstance(stub, str) else live, "a set of selectors, not a string")
-        if default not in ("live", "stub"):
-            raise ConfigError("default", default, "'live' or 'stub'")
         self.trace = trace
-        self.stub = tuple(stub)
-        self.live = tuple(live)
-        self.default = default
-        self.on_input_mismatch = _choice(InputMismatch, "on_input_mismatch", on_input_mismatch)
-        self.on_missing = _choice(OnMissing, "on_missing", on_missing)
-        self.strict = strict
-        self._allow = None if allow is None else tuple(allow)
-        self.emit_spans = emit_spans
-        self.report = ReplayReport(strict=strict)
-        self._frame: contextvars.ContextVar[_Frame | None] = contextvars.ContextVar(
+        self.options = options if options is not None else ReplayOptions()
+        self.report = ReplayReport(strict=self.options.strict)
+        self._frame: contextvars.ContextVar[Frame | None] = contextvars.ContextVar(
             "chronicle_replay_frame", default=None
         )
-        self._root = _Frame(())
-        self._by_key = trace.by_key()
-        self._children: dict[Key, list[Boundary]] = {}
-        for b in trace.boundaries:
-            self._children.setdefault(b.call_key[:-1], []).append(b)
-        self._used: set[str] = set()
-        self._covered: set[str] = set()
+        self._root = Frame(())
+        self._recordings = Recordings(trace)
+        self._comparer = Comparer()
         self._tokens: list[contextvars.Token[Any]] = []
-        self._redaction: dict[str, tuple[Redactor | None, list[str]]] = {}  # live recordings: how to compare
 
     # ------------------------------------------------------------------ activation
 
@@ -142,18 +71,15 @@ class ReplayRun:
     def allow(self) -> tuple[str, ...]:
         """Module prefixes whose classes recorded values are rebuilt as: ``allow=`` or, by default, the top-level
         packages of the boundaries defined in this process, plus the trace's own allow-list."""
-        if self._allow is not None:
-            return self._allow + self.trace_allow
+        trace_allow = self.trace.root.allow if self.trace.root is not None else ()
+        if self.options.allow is not None:
+            return self.options.allow + trace_allow
         packages = set()
         for w in hooks.all_boundaries():
             module = getattr(w, "__module__", None)
             if isinstance(module, str) and module != "builtins":
                 packages.add(module.split(".")[0] + ".")
-        return tuple(sorted(packages)) + self.trace_allow
-
-    @property
-    def trace_allow(self) -> tuple[str, ...]:
-        return self.trace.root.allow if self.trace.root is not None else ()
+        return tuple(sorted(packages)) + trace_allow
 
     def __enter__(self) -> ReplayRun:
         self._tokens.append(hooks.REPLAY.set(self))
@@ -164,32 +90,26 @@ class ReplayRun:
     ) -> None:
         hooks.REPLAY.reset(self._tokens.pop())
         if not self._tokens:
-            self._report_unused()
+            for b in self._recordings.unused():
+                self.report.divergences.append(
+                    Finding("unused-recording", b.call_key, f"recorded {b.kind} call {b.name!r} was never made")
+                )
 
     def __call__(self, func: F) -> F:
         """Use the replay as a decorator: each call of ``func`` replays afresh."""
-        settings = dict(
-            stub=self.stub,
-            live=self.live,
-            default=self.default,
-            on_input_mismatch=self.on_input_mismatch,
-            on_missing=self.on_missing,
-            strict=self.strict,
-            allow=self._allow,
-            emit_spans=self.emit_spans,
-        )
+        trace, options = self.trace, self.options
         if inspect.iscoroutinefunction(func):
 
             @functools.wraps(func)
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-                with ReplayRun(self.trace, **settings):
+                with ReplayRun(trace, options):
                     return await func(*args, **kwargs)
 
             return async_wrapper  # type: ignore[return-value]
 
         @functools.wraps(func)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            with ReplayRun(self.trace, **settings):
+            with ReplayRun(trace, options):
                 return func(*args, **kwargs)
 
         return wrapper  # type: ignore[return-value]
@@ -259,173 +179,98 @@ class ReplayRun:
     # ------------------------------------------------------------------ the hook
 
     def _mode(self, name: str, kind: str) -> str:
-        if any(_matches(s, name, kind) for s in self.live):
+        if any(matches(s, name, kind) for s in self.options.live):
             return "live"
-        if any(_matches(s, name, kind) for s in self.stub):
+        if any(matches(s, name, kind) for s in self.options.stub):
             return "stub"
-        return self.default
+        return self.options.default
 
-    def _match(self, parent: _Frame, name: str, key: Key, actual: str | None) -> Boundary | None:
-        keyed = next((b for b in self._by_key.get(key, ()) if b.span_id not in self._used), None)
-        if keyed is not None and (actual is None or keyed.raw_input is None or keyed.raw_input.digest == actual):
-            return keyed
-        if actual is not None:  # concurrent siblings run in another order: find the one with this input
-            for b in self._children.get(parent.key, ()):
-                if b.name == name and b.span_id not in self._used and b.raw_input and b.raw_input.digest == actual:
-                    return b
-        return keyed
-
-    def _nearest(self, parent: _Frame, name: str) -> list[str]:
-        siblings = self._children.get(parent.key, [])
-        same = [b for b in siblings if b.name == name]
-        pool = same or siblings
-        return [
-            f"{format_key(b.call_key)}{' (already used)' if b.span_id in self._used else ''}" for b in pool[:5]
-        ] or ["(no recordings under this parent)"]
-
-    def _input(
+    def call(
         self,
-        spec: Any,
-        wrapped: Any,
+        spec: BoundarySpec,
+        wrapped: Callable[..., Any],
         instance: Any,
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
-        secrets: list[str] | None = None,
-    ) -> str:
-        bound = spec.binder.bind(args, kwargs, wrapped is not spec.raw and instance is not None)
-        return encode(bound, redact=_redactor(spec), secrets=secrets).decode()
-
-    def call(self, spec: Any, wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    ) -> Any:
         """Handle one boundary call (the recording path hands every call here while the replay is active)."""
         parent = self._frame.get() or self._root
-        key = (*parent.key, (spec.name, parent.next_index(spec.name)))
+        key = parent.next_key(spec.name)
+        redactor = _redactor(spec)
         secrets: list[str] = []
-        actual_text = self._input(spec, wrapped, instance, args, kwargs, secrets) if spec.binder is not None else None
-        actual = _digest(actual_text.encode()) if actual_text is not None else None
-        rec = self._match(parent, spec.name, key, actual)
+        actual_text: str | None = None
+        if spec.binder is not None:
+            bound = spec.binder.bind(args, kwargs, wrapped is not spec.raw and instance is not None)
+            actual_text = encode(bound, redact=redactor, secrets=secrets).decode()
+        digest = payload_digest(actual_text.encode()) if actual_text is not None else None
+        rec = self._recordings.match(parent, spec.name, key, digest)
         if rec is None:
             details = (
                 f"input: {actual_text[:300] if actual_text else '{}'}",
                 "nearest recordings:",
-                *tuple(f"  {line}" for line in self._nearest(parent, spec.name)),
+                *(f"  {line}" for line in self._recordings.nearest(parent, spec.name)),
             )
-            if self.on_missing is OnMissing.LIVE:
+            if self.options.on_missing is OnMissing.LIVE:
                 self.report.drift.append(Finding("unrecorded-live", key, "no recording; ran live", details))
-                return self._execute(spec, wrapped, instance, args, kwargs, _Frame(key), "live", None)
+                return self._execute(spec, wrapped, instance, args, kwargs, Frame(key), "live", None)
             finding = Finding("unexpected-call", key, f"no recording for this call of {spec.name!r}", details)
             self.report.divergences.append(finding)
             raise ReplayDivergence(str(finding))
-        self._used.add(rec.span_id)
-        self._check_order(parent, rec)
-        mode = self._mode(rec.name, rec.kind)
-        frame = _Frame(rec.call_key)
-        if mode == "stub":
-            if rec.raw_input is not None and actual is not None and rec.raw_input.digest != actual:
+        self._recordings.use(rec)
+        out_of_order = self._recordings.check_order(parent, rec)
+        if out_of_order is not None:
+            self.report.divergences.append(out_of_order)
+        frame = Frame(rec.call_key)
+        if self._mode(rec.name, rec.kind) == "stub":
+            if rec.raw_input is not None and digest is not None and rec.raw_input.digest != digest:
                 self._input_mismatch(rec, actual_text)
-            self._cover(rec)
+            self._recordings.cover(rec)
             self.report.stubbed.append(rec.call_key)
-            return self._execute(spec, self._stub_body(spec, rec), instance, args, kwargs, frame, "stub", rec)
+            body = stub_body(spec.shape, rec, self.allow)
+            return self._execute(spec, body, instance, args, kwargs, frame, "stub", rec)
         self.report.live.append(rec.call_key)
-        self._redaction[rec.span_id] = (_redactor(spec), secrets)
+        self._comparer.expect(rec, redactor, secrets)
         return self._execute(spec, wrapped, instance, args, kwargs, frame, "live", rec)
-
-    def _check_order(self, parent: _Frame, rec: Boundary) -> None:
-        last = parent.last
-        parent.last = rec
-        if last is not None and rec.end_ns <= last.start_ns:  # recorded entirely before the previous call
-            self.report.divergences.append(
-                Finding(
-                    "order",
-                    rec.call_key,
-                    f"called after {format_key(last.call_key)}, but recorded before it",
-                )
-            )
 
     def _input_mismatch(self, rec: Boundary, actual_text: str | None) -> None:
         assert rec.raw_input is not None
         details = tuple(diff_lines(rec.raw_input.text, actual_text))
-        if self.on_input_mismatch is InputMismatch.ERROR:
+        if self.options.on_input_mismatch is InputMismatch.ERROR:
             finding = Finding("input-mismatch", rec.call_key, "stubbed call with a different input", details)
             self.report.divergences.append(finding)
             raise ReplayDivergence(str(finding))
-        if self.on_input_mismatch is InputMismatch.WARN:
+        if self.options.on_input_mismatch is InputMismatch.WARN:
             self.report.drift.append(
                 Finding("input-drift", rec.call_key, "input changed; answered from the recording", details)
             )
 
-    def _cover(self, rec: Boundary) -> None:
-        """A stubbed call's recorded children will not run: they count as used."""
-        stack = [rec.call_key]
-        while stack:
-            key = stack.pop()
-            for child in self._children.get(key, ()):
-                self._covered.add(child.span_id)
-                stack.append(child.call_key)
-
-    def _stub_body(self, spec: Any, rec: Boundary) -> Callable[..., Any]:
-        allow = self.allow
-
-        def result() -> Any:
-            if rec.failed and not rec.stream:
-                raise rec.decode_error(allow)  # type: ignore[misc]
-            return rec.decode_output(allow)
-
-        if spec.shape == "async":
-
-            async def async_body(*args: Any, **kwargs: Any) -> Any:
-                return result()
-
-            return async_body
-        if spec.shape == "gen":
-
-            def gen_body(*args: Any, **kwargs: Any) -> Any:
-                yield from rec.decode_output(allow) or []
-                if rec.failed:
-                    raise rec.decode_error(allow)  # type: ignore[misc]
-
-            return gen_body
-        if spec.shape == "agen":
-
-            async def agen_body(*args: Any, **kwargs: Any) -> Any:
-                for item in rec.decode_output(allow) or []:
-                    yield item
-                if rec.failed:
-                    raise rec.decode_error(allow)  # type: ignore[misc]
-
-            return agen_body
-
-        def body(*args: Any, **kwargs: Any) -> Any:
-            return result()
-
-        return body
-
-    def _extra(self, mode: str, rec: Boundary | None) -> _Extra | None:
-        if not self.emit_spans:
+    def _extra(self, mode: str, rec: Boundary | None) -> ReplayExtra | None:
+        if not self.options.emit_spans:
             return None
         attrs = {semconv.REPLAY_OF: self.trace.trace_id, semconv.REPLAY_MODE: mode}
         links = []
         if rec is not None:
             ctx = SpanContext(int(self.trace.trace_id, 16), int(rec.span_id, 16), True, TraceFlags(TraceFlags.SAMPLED))
             links.append(Link(ctx, {semconv.REPLAY_OF: self.trace.trace_id}))
-        return _Extra(attrs, links)
+        return ReplayExtra(attrs, links)
 
     def _execute(
         self,
-        spec: Any,
-        body: Any,
+        spec: BoundarySpec,
+        body: Callable[..., Any],
         instance: Any,
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
-        frame: _Frame,
+        frame: Frame,
         mode: str,
         rec: Boundary | None,
     ) -> Any:
         extra = self._extra(mode, rec)
         compare = rec if mode == "live" else None
-        if self.emit_spans:
+        if self.options.emit_spans:
 
             def run() -> Any:
-                return spec.runner(spec, body, instance, args, kwargs, extra)
+                return spec.run(body, instance, args, kwargs, extra)
         else:
 
             def run() -> Any:
@@ -439,7 +284,13 @@ class ReplayRun:
                 stream = run()
             finally:
                 self._frame.reset(token)
-            return self._gen(stream, frame, compare) if spec.shape == "gen" else self._agen(stream, frame, compare)
+
+            def done(items: list[Any], state: str, exc: BaseException | None) -> None:
+                if state != "abandoned":  # a consumer that stops early changes nothing in the stream
+                    self._compare(compare, items, exc)
+
+            driver = AsyncStreamDriver if spec.shape == "agen" else StreamDriver
+            return driver(stream, done, functools.partial(self._frame.set, frame), self._frame.reset)
         token = self._frame.set(frame)
         try:
             value = run()
@@ -451,7 +302,7 @@ class ReplayRun:
         self._compare(compare, value, None)
         return value
 
-    async def _async(self, run: Callable[[], Any], frame: _Frame, rec: Boundary | None) -> Any:
+    async def _async(self, run: Callable[[], Any], frame: Frame, rec: Boundary | None) -> Any:
         token = self._frame.set(frame)
         try:
             value = await run()
@@ -463,116 +314,43 @@ class ReplayRun:
         self._compare(rec, value, None)
         return value
 
-    def _gen(self, stream: Any, frame: _Frame, rec: Boundary | None) -> Any:
-        items: list[Any] = []
-        send: Any = None
-        while True:
-            token = self._frame.set(frame)
-            try:
-                item = stream.send(send)
-            except StopIteration as stop:
-                self._compare(rec, items, None)
-                return stop.value
-            except BaseException as exc:
-                self._compare(rec, items, exc)
-                raise
-            finally:
-                self._frame.reset(token)
-            items.append(item)
-            send = yield item
-
-    async def _agen(self, stream: Any, frame: _Frame, rec: Boundary | None) -> Any:
-        items: list[Any] = []
-        while True:
-            token = self._frame.set(frame)
-            try:
-                item = await stream.__anext__()
-            except StopAsyncIteration:
-                self._compare(rec, items, None)
-                return
-            except BaseException as exc:
-                self._compare(rec, items, exc)
-                raise
-            finally:
-                self._frame.reset(token)
-            items.append(item)
-            yield item
-
     def _compare(self, rec: Boundary | None, value: Any, exc: BaseException | None) -> None:
-        """For a live call: note in the report how its output differs from the recording."""
-        if rec is None:
-            return
-        redactor, secrets = self._redaction.get(rec.span_id, (get_config().redact, []))
-        try:
-            if exc is not None:
-                envelope = orjson.loads(rec.raw_error.text) if rec.raw_error and rec.raw_error.complete else {}
-                message = (
-                    str(exc) if redactor is None else _scrub_text(redactor, str(exc), _error_secrets(exc, secrets))
-                )
-                same = (
-                    envelope.get("type") == f"{type(exc).__module__}.{type(exc).__qualname__}"
-                    and envelope.get("message") == message
-                )
-                if not same:
-                    was = f"recorded {_describe_recording(rec)}"
-                    self.report.changes.append(
-                        Finding("output-changed", rec.call_key, f"now raises {type(exc).__name__}: {message}; {was}")
-                    )
-                return
-            actual = encode(value, redact=redactor).decode()
-            if rec.failed and not rec.stream:
-                self.report.changes.append(
-                    Finding("output-changed", rec.call_key, f"now returns; recorded {_describe_recording(rec)}")
-                )
-            elif rec.raw_output is None or not rec.raw_output.complete or rec.raw_output.text != actual:
-                recorded = rec.raw_output.text if rec.raw_output is not None else None
-                self.report.changes.append(
-                    Finding("output-changed", rec.call_key, "output differs", tuple(diff_lines(recorded, actual)))
-                )
-        except ReplayError as err:
-            self.report.changes.append(Finding("output-changed", rec.call_key, f"cannot compare: {err}"))
+        if rec is not None:
+            finding = self._comparer.compare(rec, value, exc)
+            if finding is not None:
+                self.report.changes.append(finding)
 
     # ------------------------------------------------------------------ call(...) blocks
 
-    def enter_block(self, spec: Any, input_value: Any) -> tuple[contextvars.Token[Any], Boundary | None]:
+    def enter_block(self, spec: BoundarySpec, input_value: Any) -> object:
         """A ``call(...)`` block starts: match it like a live call and make it the current parent."""
         parent = self._frame.get() or self._root
-        key = (*parent.key, (spec.name, parent.next_index(spec.name)))
+        key = parent.next_key(spec.name)
+        redactor = _redactor(spec)
         secrets: list[str] = []
-        actual = _digest(encode(input_value, redact=_redactor(spec), secrets=secrets))
-        rec = self._match(parent, spec.name, key, actual)
+        digest = payload_digest(encode(input_value, redact=redactor, secrets=secrets))
+        rec = self._recordings.match(parent, spec.name, key, digest)
         if rec is None:
             self.report.drift.append(Finding("unrecorded-live", key, "call(...) block with no recording"))
-            return self._frame.set(_Frame(key)), None
-        self._used.add(rec.span_id)
+            return _Block(self._frame.set(Frame(key)), None)
+        self._recordings.use(rec)
         self.report.live.append(rec.call_key)
-        self._redaction[rec.span_id] = (_redactor(spec), secrets)
-        return self._frame.set(_Frame(rec.call_key)), rec
+        self._comparer.expect(rec, redactor, secrets)
+        return _Block(self._frame.set(Frame(rec.call_key)), rec)
 
-    def exit_block(self, token: contextvars.Token[Any], rec: Boundary | None, output: Any, exc: Any) -> None:
+    def exit_block(self, state: object, output: Any, exc: BaseException | None) -> None:
         """A ``call(...)`` block ends: compare its output with the recording."""
-        self._frame.reset(token)
-        self._compare(rec, output, exc)
-
-    # ------------------------------------------------------------------ end of the block
-
-    def _report_unused(self) -> None:
-        unused_keys: set[Key] = set()
-        for b in self.trace.boundaries:
-            if b.span_id in self._used or b.span_id in self._covered:
-                continue
-            if any(b.call_key[:i] in unused_keys for i in range(1, len(b.call_key))):
-                continue  # its parent is already reported
-            unused_keys.add(b.call_key)
-            self.report.divergences.append(
-                Finding("unused-recording", b.call_key, f"recorded {b.kind} call {b.name!r} was never made")
-            )
+        assert isinstance(state, _Block)
+        self._frame.reset(state.token)
+        self._compare(state.rec, output, exc)
 
 
-def _describe_recording(rec: Boundary) -> str:
-    if rec.failed and rec.raw_error is not None:
-        return f"error {rec.raw_error.text[:200]}"
-    return f"output {rec.raw_output.text[:200] if rec.raw_output else 'null'}"
+class _Block:
+    __slots__ = ("rec", "token")
+
+    def __init__(self, token: contextvars.Token[Frame | None], rec: Boundary | None) -> None:
+        self.token = token
+        self.rec = rec
 
 
 async def _await(awaitable: Any) -> Any:
@@ -649,16 +427,16 @@ def replay(
         A :class:`ReplayRun`: a context manager (and decorator) with ``rerun()`` and ``report``.
 
     Raises:
-        ConfigError: a bad policy value (the message lists the valid ones).
+        ConfigError: a bad option value (the message lists the valid ones).
     """
-    return ReplayRun(
-        trace,
-        stub=stub,
-        live=live,
+    options = ReplayOptions(
+        stub=stub,  # type: ignore[arg-type]  # checked and made a tuple by ReplayOptions
+        live=live,  # type: ignore[arg-type]
         default=default,
-        on_input_mismatch=on_input_mismatch,
-        on_missing=on_missing,
+        on_input_mismatch=on_input_mismatch,  # type: ignore[arg-type]
+        on_missing=on_missing,  # type: ignore[arg-type]
         strict=strict,
-        allow=allow,
+        allow=allow,  # type: ignore[arg-type]
         emit_spans=emit_spans,
     )
+    return ReplayRun(trace, options)

@@ -8,7 +8,7 @@ from typing import Any
 
 import orjson
 
-from ._model import format_key
+from ..model import format_key
 
 _MAX_DIFFS = 12
 

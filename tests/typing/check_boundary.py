@@ -56,3 +56,25 @@ with chronicle.call("x", kind="tool", input={"a": 1}) as c:
 
 chronicle.session(user_id="u")
 chronicle.configure(service_name="s", store=False)
+
+
+class Client:
+    @classmethod
+    def create(cls, model: str) -> str:
+        return model
+
+
+@chronicle.boundary(kind=chronicle.BoundaryKind.TOOL)
+def with_enum_kind(x: int) -> int:
+    return x
+
+
+assert_type(with_enum_kind(1), int)
+assert_type(Client.create("m"), str)
+assert_type(chronicle.instrument(Client, "create", kind="llm"), None)
+assert_type(chronicle.uninstrument(Client, "create"), bool)
+
+
+async def blocks() -> None:
+    async with chronicle.call("y", kind=chronicle.BoundaryKind.MEMORY) as block:
+        assert_type(block.set_output("v"), str)

@@ -1,8 +1,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import dataclasses
+import gc
 import inspect
 import json
 import sys
@@ -13,6 +15,8 @@ from typing import Any
 
 import orjson
 import pytest
+import wrapt
+from opentelemetry import trace
 from opentelemetry.trace import StatusCode
 
 import chronicle_otel as chronicle
@@ -200,9 +204,43 @@ def test_generator_abandoned_early(recorder: Recorder) -> None:
     assert recorder.span("numbers").status.status_code is StatusCode.UNSET
 
 
-def test_generator_never_iterated_is_recorded_as_abandoned(recorder: Recorder) -> None:
-    import gc
+def test_generator_left_with_break_is_abandoned_with_its_items(recorder: Recorder) -> None:
+    cleanup_parent = []
 
+    @chronicle.boundary(name="ticker")
+    def ticker():  # type: ignore[no-untyped-def]
+        try:
+            yield from range(100)
+        finally:
+            cleanup_parent.append(trace.get_current_span().get_span_context().span_id)
+
+    for x in ticker():
+        if x == 2:
+            break
+    gc.collect()
+    a = recorder.attrs("ticker")
+    assert a[sc.STREAM_STATE] == "abandoned" and json.loads(a[sc.OUTPUT]) == [0, 1, 2]
+    assert cleanup_parent == [recorder.span("ticker").context.span_id]  # its cleanup ran inside its own span
+
+
+def test_generator_throw_reaches_the_function(recorder: Recorder) -> None:
+    @chronicle.boundary(name="retrying")
+    def retrying():  # type: ignore[no-untyped-def]
+        try:
+            yield "try"
+        except TimeoutError:
+            yield "retry"
+
+    gen = retrying()
+    assert next(gen) == "try"
+    assert gen.throw(TimeoutError()) == "retry"
+    with pytest.raises(StopIteration):
+        next(gen)
+    a = recorder.attrs("retrying")
+    assert a[sc.STREAM_STATE] == "complete" and json.loads(a[sc.OUTPUT]) == ["try", "retry"]
+
+
+def test_generator_never_iterated_is_recorded_as_abandoned(recorder: Recorder) -> None:
     @chronicle.boundary(name="idle")
     def idle():  # type: ignore[no-untyped-def]
         yield 1
@@ -253,6 +291,56 @@ async def test_async_generator_complete_and_abandoned(recorder: Recorder) -> Non
     outputs = [json.loads((s.attributes or {})[sc.OUTPUT]) for s in spans]
     assert states == ["complete", "abandoned"]
     assert outputs == [[0, 1, 2], [0]]
+
+
+def test_context_managers_built_on_boundary_generators(recorder: Recorder) -> None:
+    released = []
+
+    @contextlib.contextmanager
+    @chronicle.boundary(name="tx")
+    def tx(name: str):  # type: ignore[no-untyped-def]
+        try:
+            yield f"tx-{name}"
+        finally:
+            released.append(name)
+
+    with tx("a") as handle:
+        assert handle == "tx-a"
+    with pytest.raises(KeyError, match="b"), tx("b"):
+        raise KeyError("b")
+    assert released == ["a", "b"]
+    spans = recorder.spans()
+    assert [(s.attributes or {})[sc.STREAM_STATE] for s in spans] == ["complete", "error"]
+    assert json.loads((spans[1].attributes or {})[sc.ERROR])["type"] == "builtins.KeyError"
+
+
+async def test_async_context_managers_built_on_boundary_generators(recorder: Recorder) -> None:
+    @contextlib.asynccontextmanager
+    @chronicle.boundary(name="atx")
+    async def atx():  # type: ignore[no-untyped-def]
+        yield "handle"
+
+    async with atx() as handle:
+        assert handle == "handle"
+    with pytest.raises(ValueError, match="inside"):
+        async with atx():
+            raise ValueError("inside")
+    spans = [s for s in recorder.spans() if s.name == "atx"]
+    assert [(s.attributes or {})[sc.STREAM_STATE] for s in spans] == ["complete", "error"]
+
+
+async def test_async_generator_left_with_break_is_abandoned_with_its_items(recorder: Recorder) -> None:
+    @chronicle.boundary(name="aticker")
+    async def aticker():  # type: ignore[no-untyped-def]
+        for i in range(100):
+            yield i
+
+    async for x in aticker():
+        if x == 1:
+            break
+    gc.collect()
+    a = recorder.attrs("aticker")
+    assert a[sc.STREAM_STATE] == "abandoned" and json.loads(a[sc.OUTPUT]) == [0, 1]
 
 
 async def test_async_generator_error(recorder: Recorder) -> None:
@@ -330,8 +418,6 @@ def test_bad_static_attribute_is_rejected() -> None:
 
 
 def test_warns_when_stacked_on_contextmanager() -> None:
-    import contextlib
-
     @contextlib.contextmanager
     def cm():  # type: ignore[no-untyped-def]
         yield 1
@@ -608,9 +694,83 @@ def test_instrument_and_uninstrument(recorder: Recorder) -> None:
     assert len([s for s in recorder.spans() if s.name == "client.create"]) == 1
 
 
+class FakeBase:
+    """A third-party base class whose methods subclasses inherit."""
+
+    @classmethod
+    def build(cls, size: int) -> str:
+        return f"{cls.__name__}({size})"
+
+    def run(self, job: str) -> str:
+        return f"ran {job}"
+
+
+class FakeChild(FakeBase):
+    pass
+
+
+def test_instrument_classmethods_and_inherited_methods(recorder: Recorder) -> None:
+    original_build = FakeBase.__dict__["build"]
+    chronicle.instrument(FakeBase, "build", name="base.build")
+    chronicle.instrument(FakeChild, "run", name="child.run")  # inherited: shadowed on the subclass only
+    try:
+        assert isinstance(FakeBase.__dict__["build"], wrapt.FunctionWrapper)
+        assert FakeBase.__dict__["build"].__wrapped__ is original_build
+        assert FakeChild.build(3) == "FakeChild(3)"
+        assert FakeChild().run("a") == "ran a"
+        assert FakeBase().run("b") == "ran b"  # the base class is untouched
+        assert chronicle.uninstrument(FakeChild, "build") is False  # instrumented on the base, undone there
+    finally:
+        assert chronicle.uninstrument(FakeBase, "build") is True
+        assert chronicle.uninstrument(FakeChild, "run") is True
+    assert FakeBase.__dict__["build"] is original_build
+    assert "run" not in FakeChild.__dict__
+    assert json.loads(recorder.attrs("base.build")[sc.INPUT]) == {"size": 3}
+    assert json.loads(recorder.attrs("child.run")[sc.INPUT]) == {"job": "a"}
+    assert [s.name for s in recorder.spans()] == ["base.build", "child.run"]
+
+
+def test_instrument_module_functions_and_instances(recorder: Recorder) -> None:
+    import types
+
+    module = types.ModuleType("thirdparty")
+    exec("def lookup(sku):\n    return {'sku': sku}", module.__dict__)
+    original = module.lookup
+    client = FakeClient()
+    chronicle.instrument(module, "lookup", kind="tool", name="tp.lookup")
+    chronicle.instrument(client, "create", kind="llm", name="one.client")
+    try:
+        assert module.lookup("A-1") == {"sku": "A-1"}
+        assert client.create("m", [{"role": "user", "content": "x"}])["model"] == "m"
+        other = FakeClient()  # other instances are untouched
+        assert other.create("m", [{"role": "user", "content": "y"}])["model"] == "m"
+    finally:
+        assert chronicle.uninstrument(module, "lookup") is True
+        assert chronicle.uninstrument(client, "create") is True
+    assert module.lookup is original and "create" not in vars(client)
+    assert [s.name for s in recorder.spans()] == ["tp.lookup", "one.client"]
+
+
+def test_instrument_leaves_decorated_functions_alone(recorder: Recorder) -> None:
+    import types
+
+    module = types.ModuleType("decorated")
+
+    @chronicle.boundary(name="own")
+    def own() -> int:
+        return 1
+
+    module.own = own  # type: ignore[attr-defined]
+    assert chronicle.uninstrument(module, "own") is False  # @boundary is not undone by uninstrument
+    assert module.own is own  # type: ignore[attr-defined]
+
+
 def test_instrument_unknown_attribute_raises() -> None:
     with pytest.raises(AttributeError):
         chronicle.instrument(FakeClient, "missing", kind="tool")
+    with pytest.raises(chronicle.ConfigError, match="attributes"):
+        chronicle.instrument(FakeClient, "create", attributes={"bad": [1]})  # type: ignore[dict-item]
+    assert not isinstance(FakeClient.__dict__["create"], wrapt.FunctionWrapper)
 
 
 # ------------------------------------------------------------------ configuration read at call time

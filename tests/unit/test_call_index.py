@@ -8,7 +8,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import chronicle_otel as chronicle
-from chronicle_otel import _boundary
+from chronicle_otel import _call_index
 from chronicle_otel import semconv as sc
 
 
@@ -48,5 +48,5 @@ def test_frames_of_finished_requests_are_released() -> None:
         with tracer.start_as_current_span(f"request {i}"):
             step(i)
     gc.collect()
-    assert len(_boundary._frames_by_span) == 0
-    assert len(_boundary._frames_by_trace) == 0
+    assert len(_call_index._frames_by_span) == 0
+    assert len(_call_index._frames_by_trace) == 0

@@ -188,7 +188,7 @@ def test_no_otlp_added_to_a_provider_the_user_owns(tmp_path: Path, monkeypatch: 
 
 def test_store_false_records_spans_without_a_store(tmp_path: Path) -> None:
     rec = make_recorder(tmp_path, store=False)
-    assert rec.config.store is None and rec.config.processors == []
+    assert rec.config.store is None and rec.config.processors == ()
 
     @chronicle.boundary(name="nostore")
     def nostore() -> int:

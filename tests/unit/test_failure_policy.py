@@ -3,45 +3,76 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 import chronicle_otel as chronicle
-from chronicle_otel import _boundary as boundary_module
+from chronicle_otel import semconv as sc
+from chronicle_otel._internal import errors
 from chronicle_otel._internal.buffer import PayloadBuffer
-from tests.conftest import Recorder
+from tests.conftest import Recorder, make_recorder
 
 
 def warnings_of(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and r.name == "chronicle_otel"]
 
 
-@pytest.mark.parametrize("stage", ["input", "output"])
-def test_encoding_failure_keeps_return_value(
-    recorder: Recorder,
-    monkeypatch: pytest.MonkeyPatch,
-    caplog: pytest.LogCaptureFixture,
-    swallow_internal_errors: None,
-    stage: str,
+class LazyResponse:
+    """An SDK response whose usage is fetched on first access, and the fetch fails."""
+
+    model = "m-1"
+
+    @property
+    def usage(self) -> Any:
+        raise RuntimeError("usage not loaded")
+
+
+class KeyShy:
+    """A user's redactor that fails on every key name."""
+
+    def redact_key(self, name: str) -> bool:
+        raise RuntimeError("no keys today")
+
+    def redact_text(self, text: str) -> str:
+        return text
+
+
+@pytest.mark.parametrize("stage", ["start", "input", "output"])
+def test_a_failing_recording_stage_keeps_return_value(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, swallow_internal_errors: None, stage: str
 ) -> None:
-    real = boundary_module._payload
+    options: dict[str, Any] = {"redaction": chronicle.RedactionOptions(redactor=KeyShy())} if stage == "input" else {}
+    rec = make_recorder(tmp_path, **options)
+    results = [LazyResponse() if stage == "output" else i for i in range(5)]
 
-    def broken(attrs: Any, pending: Any, keys: Any, *args: Any, **kwargs: Any) -> None:
-        if (stage == "input") == (keys is boundary_module._INPUT_KEYS):
-            raise RuntimeError("encoder blew up")
-        real(attrs, pending, keys, *args, **kwargs)
+    def broken_switch() -> bool:
+        raise RuntimeError("switch is broken")
 
-    monkeypatch.setattr(boundary_module, "_payload", broken)
-
-    @chronicle.boundary(name="f")
-    def f(x: int) -> int:
-        return x + 1
+    @chronicle.boundary(name="f", kind="llm", enabled=broken_switch if stage == "start" else True)
+    def f(i: int) -> Any:
+        return results[i]
 
     with caplog.at_level(logging.WARNING, logger="chronicle_otel"):
-        assert [f(i) for i in range(5)] == [1, 2, 3, 4, 5]
+        assert all(f(i) is results[i] for i in range(5))
     assert len(warnings_of(caplog)) == 1
     assert "your code still runs" in warnings_of(caplog)[0]
+    # a call that could not start has no span; one whose recording failed later still ends its span
+    assert len(rec.spans()) == (0 if stage == "start" else 5)
+
+
+def test_a_failing_result_still_ends_the_span_with_what_was_recorded(
+    recorder: Recorder, swallow_internal_errors: None
+) -> None:
+    @chronicle.boundary(name="lazy", kind="llm")
+    def lazy(prompt: str) -> LazyResponse:
+        return LazyResponse()
+
+    assert isinstance(lazy("hi"), LazyResponse)
+    attrs = recorder.attrs("lazy")
+    assert recorder.io("lazy", sc.INPUT) == {"prompt": "hi"}
+    assert sc.OUTPUT in attrs and sc.GEN_AI_USAGE_INPUT_TOKENS not in attrs
 
 
 def test_handoff_failure_keeps_the_exception(
@@ -67,18 +98,26 @@ def test_handoff_failure_keeps_the_exception(
     assert len(warnings_of(caplog)) == 1
 
 
-def test_our_own_suite_sees_internal_errors(recorder: Recorder, monkeypatch: pytest.MonkeyPatch) -> None:
-    def broken(*args: Any, **kwargs: Any) -> None:
-        raise RuntimeError("bug in chronicle")
+def test_our_own_suite_sees_internal_errors(recorder: Recorder) -> None:
+    @chronicle.boundary(name="h", kind="llm")
+    def h() -> LazyResponse:
+        return LazyResponse()
 
-    monkeypatch.setattr(boundary_module, "_payload", broken)
-
-    @chronicle.boundary(name="h")
-    def h() -> int:
-        return 1
-
-    with pytest.raises(RuntimeError, match="bug in chronicle"):
+    with pytest.raises(RuntimeError, match="usage not loaded"):
         h()
+    assert [s.name for s in recorder.spans()] == ["h"]  # the span is ended all the same
+
+
+def test_a_users_failing_code_is_logged_even_in_our_own_suite(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    make_recorder(tmp_path, redaction=chronicle.RedactionOptions(redactor=KeyShy()))
+
+    @chronicle.boundary(name="k")
+    def k(x: int) -> int:
+        return x
+
+    with caplog.at_level(logging.WARNING, logger="chronicle_otel"):
+        assert k(3) == 3
+    assert "no keys today" in caplog.text
 
 
 def test_wrong_arguments_fail_like_the_undecorated_function(recorder: Recorder) -> None:
@@ -115,3 +154,26 @@ def test_user_objects_with_hostile_dunders_are_recorded_safely(recorder: Recorde
 
     assert hostile(h) is h
     assert recorder.io("hostile")["$type"] == "unencodable"
+
+
+def test_the_guard_as_a_block_and_on_a_caught_exception(caplog: pytest.LogCaptureFixture) -> None:
+    guard = errors.handle_internal_errors("doing %s for %r", "work", "f")
+    external = errors.handle_internal_errors("calling someone else's code", external=True)
+    with pytest.raises(LookupError), guard:  # our own suite: chronicle's failures surface
+        raise LookupError("bug")
+    with pytest.raises(LookupError):
+        guard.absorb(LookupError("bug"))
+    with caplog.at_level(logging.WARNING, logger="chronicle_otel"):
+        with external:
+            raise ValueError("their bug")  # someone else's failure is logged, even here
+        external.absorb(ValueError("their bug"))
+        errors.RAISE_INTERNAL_ERRORS = False
+        with guard:
+            raise OSError("disk full")
+    assert [m.split(" failed")[0] for m in warnings_of(caplog)] == [
+        "chronicle_otel: calling someone else's code",
+        "chronicle_otel: calling someone else's code",  # another cause: raised elsewhere
+        "chronicle_otel: doing work for 'f'",
+    ]
+    with pytest.raises(KeyboardInterrupt), guard:  # never swallowed
+        raise KeyboardInterrupt

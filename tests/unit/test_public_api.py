@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import ast
 import re
+import types
 from pathlib import Path
 
 import chronicle_otel
@@ -10,12 +11,25 @@ PACKAGE = Path(chronicle_otel.__file__).parent
 
 
 def test_all_is_sorted_and_complete() -> None:
-    public = sorted(
-        n for n in vars(chronicle_otel) if (not n.startswith("_") or n == "__version__") and n != "annotations"
-    )
-    public = [n for n in public if not isinstance(getattr(chronicle_otel, n), type(chronicle_otel))]
     assert chronicle_otel.__all__ == sorted(chronicle_otel.__all__)
-    assert sorted(chronicle_otel.__all__) == public
+    exported = {"__version__", *chronicle_otel._EXPORTS}
+    assert set(chronicle_otel.__all__) == exported
+    for name in chronicle_otel.__all__:  # every name resolves, to an object, not a module
+        assert not isinstance(getattr(chronicle_otel, name), types.ModuleType), name
+    helpers = {"TYPE_CHECKING", "Any", "annotations"}
+    names = {n for n in vars(chronicle_otel) if n.isidentifier() and not n.startswith("_")}
+    stray = {n for n in names - exported - helpers if not isinstance(getattr(chronicle_otel, n), types.ModuleType)}
+    assert stray == set()
+
+
+def test_the_package_imports_lazily() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, chronicle_otel; print(sorted(m for m in sys.modules if m.startswith('chronicle_otel')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "['chronicle_otel', 'chronicle_otel.version']"
+    assert "replay" in dir(chronicle_otel) and callable(chronicle_otel.replay)
 
 
 def test_reexports_show_the_public_module() -> None:

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from chronicle_otel.store import is_store
+
 REPO = Path(__file__).resolve().parents[2]
 BLOCKS = re.findall(r"```python\n(.*?)```", (REPO / "README.md").read_text(encoding="utf-8"), re.DOTALL)
 
@@ -37,4 +39,4 @@ def test_quickstart_records_into_the_store(tmp_path: Path) -> None:
     trace_id, root, count, status = lines[0].split()
     assert len(trace_id) == 32 and root == "__main__.run_agent" and count == "3" and status == "UNSET"
     assert sorted(line.split()[0] for line in lines[1:]) == ["__main__.place_order", "__main__.run_agent", "plan"]
-    assert (tmp_path / ".chronicle" / "chronicle-store.json").exists()
+    assert is_store(tmp_path / ".chronicle")

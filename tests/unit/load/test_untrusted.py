@@ -378,7 +378,7 @@ def test_boundaries_nested_beyond_the_bound_are_refused() -> None:
 
 
 def test_many_calls_under_deep_nesting_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    from chronicle_otel.replay import _model
+    from chronicle_otel.load import _assemble
 
     chain = _chain_spans(50)  # a deep trunk, then many leaves under its deepest boundary
     leaves = [
@@ -386,7 +386,7 @@ def test_many_calls_under_deep_nesting_are_bounded(monkeypatch: pytest.MonkeyPat
         for i in range(100)
     ]
     assert len(build_trace(TID, chain + leaves).boundaries) == 150
-    monkeypatch.setattr(_model, "MAX_CALL_KEY_ENTRIES", 2000)
+    monkeypatch.setattr(_assemble, "MAX_CALL_KEY_ENTRIES", 2000)
     with pytest.raises(TraceLoadError, match="call keys"):
         build_trace(TID, chain + leaves, source="broom.json")
 

@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 import chronicle_otel as chronicle
 from chronicle_otel import semconv as sc
 from chronicle_otel.codec import encode
-from chronicle_otel.store import LocalStore, payload_digest
+from chronicle_otel.store import MANIFEST, LocalStore, payload_digest
 from tests.conftest import Recorder, make_recorder
 
 
@@ -156,7 +156,7 @@ def test_store_files_are_otlp_json_lines_and_versioned(recorder: Recorder) -> No
         pass
 
     v()
-    manifest = json.loads((recorder.path / "chronicle-store.json").read_text())
+    manifest = json.loads((recorder.path / MANIFEST).read_text())
     assert manifest == {"format": "chronicle-store/1"}
     segments = list((recorder.path / "spans").rglob("*.jsonl"))
     assert len(segments) == 1
@@ -183,11 +183,11 @@ def test_a_torn_last_line_is_never_indexed(recorder: Recorder) -> None:
 
 
 def test_newer_store_format_asks_for_an_upgrade(tmp_path: Path) -> None:
-    (tmp_path / "chronicle-store.json").write_text('{"format": "chronicle-store/9"}')
+    (tmp_path / MANIFEST).write_text('{"format": "chronicle-store/9"}')
     with pytest.raises(chronicle.StoreError, match="upgrade chronicle-otel") as info:
         LocalStore(tmp_path).list_traces()
     assert isinstance(info.value, OSError)
-    (tmp_path / "chronicle-store.json").write_text('{"format": "something-else"}')
+    (tmp_path / MANIFEST).write_text('{"format": "something-else"}')
     with pytest.raises(chronicle.StoreError, match="not a chronicle store"):
         LocalStore(tmp_path).list_traces()
 

@@ -1,0 +1,129 @@
+"""``instrument``/``uninstrument``: third-party functions and methods wrapped in place as boundaries.
+
+Usage::
+
+    import openai.resources.chat.completions as completions
+
+    chronicle.instrument(completions, "Completions.create", kind="llm", provider="openai")
+    ...
+    chronicle.uninstrument(completions, "Completions.create")
+
+The patch is wrapt's (:func:`wrapt.wrap_object`, as OpenTelemetry's contrib instrumentations do):
+the attribute is replaced by a function wrapper whose ``__wrapped__`` is the original, looked up in
+the defining class's ``__dict__`` so classmethods and staticmethods keep their kind. Undoing puts the
+original back, or removes the wrapper when it shadowed an inherited attribute. The wrapper itself
+marks an attribute as instrumented: no registry.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any, cast
+
+import wrapt
+
+from ._session import AttributeValue
+from ._spec import BoundaryKind, Wrapper, checked_attributes, parse_kind, wrap
+
+_lock = threading.Lock()
+
+
+class _Instrumented(Wrapper):
+    """The function wrapper :func:`instrument` installs; knows whether it created the attribute it occupies."""
+
+    _self_created: bool
+
+
+def _defines(owner: Any, attribute: str) -> bool:
+    try:
+        return attribute in vars(owner)
+    except TypeError:  # no __dict__
+        return False
+
+
+def _factory(
+    name: str | None,
+    kind: BoundaryKind,
+    attributes: Mapping[str, AttributeValue] | None,
+    provider: str | None,
+    created: bool,
+) -> Callable[..., _Instrumented]:
+    def factory(original: Callable[..., Any], *args: Any, **kwargs: Any) -> _Instrumented:
+        wrapper = cast(
+            _Instrumented,
+            wrap(
+                original,
+                name=name,
+                kind=kind,
+                attributes=attributes,
+                enabled=None,
+                provider=provider,
+                config=None,
+                wrapper_type=_Instrumented,
+            ),
+        )
+        wrapper._self_created = created
+        return wrapper
+
+    return factory
+
+
+def instrument(
+    target: Any,
+    path: str,
+    *,
+    name: str | None = None,
+    kind: BoundaryKind | str = "custom",
+    attributes: Mapping[str, AttributeValue] | None = None,
+    provider: str | None = None,
+) -> None:
+    """Wrap a third-party function or method in place as a boundary.
+
+    Example::
+
+        import openai.resources.chat.completions as completions
+        chronicle.instrument(completions, "Completions.create", kind="llm", provider="openai")
+        ...
+        chronicle.uninstrument(completions, "Completions.create")
+
+    Instrumenting the same attribute twice is a no-op. Pair every ``instrument`` with :func:`uninstrument`.
+
+    Args:
+        target: a module or class.
+        path: dotted attribute path from ``target`` to the function (``"Completions.create"``).
+        name: boundary name. Default: ``module.qualname`` of the original function.
+        kind: boundary kind.
+        attributes: static span attributes.
+        provider: GenAI provider name for ``llm`` boundaries.
+
+    Raises:
+        AttributeError: ``path`` does not exist on ``target``.
+        TypeError: the attribute is not callable.
+        ConfigError: ``kind`` is not a valid kind, or an attribute value is not a str, bool, int or float.
+    """
+    boundary_kind = parse_kind(kind)
+    static = checked_attributes(attributes)
+    with _lock:
+        parent, attribute, current = wrapt.resolve_path(target, path)
+        if isinstance(current, _Instrumented):
+            return
+        factory = _factory(name, boundary_kind, static, provider, not _defines(parent, attribute))
+        wrapt.wrap_object(parent, attribute, factory)
+
+
+def uninstrument(target: Any, path: str) -> bool:
+    """Undo :func:`instrument`; returns False when the attribute was not instrumented.
+
+    Raises:
+        AttributeError: ``path`` does not exist on ``target``.
+    """
+    with _lock:
+        parent, attribute, current = wrapt.resolve_path(target, path)
+        if not isinstance(current, _Instrumented) or not _defines(parent, attribute):
+            return False  # not instrumented, or instrumented on a base class: undo it there
+        if current._self_created:
+            delattr(parent, attribute)
+        else:
+            setattr(parent, attribute, current.__wrapped__)
+    return True

@@ -1,0 +1,78 @@
+"""Argument binding: one call's arguments as ``{param: value}``, the input a boundary records.
+
+The signature is read once, when decorating; a call to a function without ``*args``/``**kwargs`` is
+bound by zipping the positional names (no :meth:`inspect.Signature.bind`). Binding never raises:
+arguments that do not fit the signature (the call will fail with the function's own ``TypeError``)
+are recorded as ``{"args": [...], "kwargs": {...}}``.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+_VARIADIC = {inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD}
+
+
+class Binder:
+    """Maps a call's arguments to ``{param: value}``; built once per decorated function.
+
+    Args:
+        func: the undecorated function (for a method, including ``self``/``cls``).
+    """
+
+    __slots__ = ("defaults", "defaults_skip", "fast", "names", "names_skip", "sig", "sig_skip")
+
+    def __init__(self, func: Callable[..., Any]) -> None:
+        try:
+            sig: inspect.Signature | None = inspect.signature(func)
+        except (TypeError, ValueError):
+            sig = None
+        self.sig = sig
+        """The function's signature; None when it has none (some builtins)."""
+        self.sig_skip: inspect.Signature | None = None
+        self.fast = False
+        self.names: tuple[str, ...] = ()
+        self.defaults: dict[str, Any] = {}
+        self.names_skip: tuple[str, ...] = ()
+        self.defaults_skip: dict[str, Any] = {}
+        if sig is None:
+            return
+        params = list(sig.parameters.values())
+        if params:
+            self.sig_skip = sig.replace(parameters=params[1:])
+        self.fast = not ({p.kind for p in params} & _VARIADIC)
+        self.names = tuple(p.name for p in params if p.kind in _POSITIONAL)
+        self.defaults = {p.name: p.default for p in params if p.default is not inspect.Parameter.empty}
+        if params:
+            first = params[0].name
+            self.names_skip = tuple(n for n in self.names if n != first)
+            self.defaults_skip = {k: v for k, v in self.defaults.items() if k != first}
+
+    @property
+    def parameters(self) -> tuple[str, ...]:
+        """The names of every parameter, in order (empty without a signature)."""
+        return tuple(self.sig.parameters) if self.sig is not None else ()
+
+    def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any], skip_first: bool) -> dict[str, Any]:
+        """The bound arguments, defaults applied; ``skip_first`` drops ``self``/``cls`` (a bound call)."""
+        if self.fast:
+            names = self.names_skip if skip_first else self.names
+            if len(args) <= len(names):
+                bound = dict(self.defaults_skip if skip_first else self.defaults)
+                bound.update(zip(names, args))  # noqa: B905 - len(args) <= len(names) checked above
+                if kwargs:
+                    bound.update(kwargs)
+                return bound
+        sig = self.sig_skip if skip_first else self.sig
+        if sig is not None:
+            try:
+                ba = sig.bind(*args, **kwargs)
+            except TypeError:
+                pass
+            else:
+                ba.apply_defaults()
+                return dict(ba.arguments)
+        return {"args": list(args), "kwargs": kwargs}

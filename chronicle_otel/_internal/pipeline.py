@@ -1,0 +1,198 @@
+"""The live resources of a configuration: where boundary spans go.
+
+A :class:`Pipeline` owns what :func:`chronicle_otel.configure` creates: the TracerProvider it created (or a
+reference to yours, which it never shuts down), its span processors, the :class:`ChronicleExporter`, the
+:class:`LocalStore`, the payload hand-off buffer and the tracer boundaries start spans with. Settings live
+elsewhere (:mod:`chronicle_otel._internal.params`); a pipeline only knows how to be built, started,
+flushed and shut down.
+
+Building is separate from starting so that everything that can fail (an invalid OTLP protocol, a store
+path) fails before the previous configuration is stopped; :meth:`Pipeline.start` only adds the processors
+to the provider.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+
+from opentelemetry import trace as trace_api
+from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter
+
+from ..export import ChronicleExporter
+from ..store import LocalStore
+from ..version import __version__
+from .buffer import PayloadBuffer
+from .errors import handle_internal_errors
+from .params import OTLP_PROTOCOL, StoreSettings, resolve
+
+INSTRUMENTATION_NAME = "chronicle_otel"
+
+_MAX_EXPORT_BATCH_SIZE = 2048
+
+
+class Pipeline:
+    """Provider, processors, exporter, store, payload buffer and tracer of one configuration."""
+
+    __slots__ = (
+        "_closed",
+        "_lock",
+        "created_provider",
+        "exporter",
+        "owns_provider",
+        "payload_buffer",
+        "processors",
+        "store",
+        "tracer",
+        "tracer_provider",
+    )
+
+    def __init__(
+        self,
+        tracer_provider: trace_api.TracerProvider | None = None,
+        *,
+        owns_provider: bool = False,
+        created_provider: bool = False,
+        processors: tuple[SpanProcessor, ...] = (),
+        exporter: ChronicleExporter | None = None,
+        store: LocalStore | None = None,
+        payload_buffer: PayloadBuffer | None = None,
+    ) -> None:
+        self.tracer_provider = tracer_provider
+        """The provider boundary spans are created with; None means the global one, looked up lazily."""
+        self.owns_provider = owns_provider
+        """Chronicle created the provider (this or an earlier configuration): it shuts it down."""
+        self.created_provider = created_provider
+        """This pipeline created the provider (the process-wide configuration then makes it global)."""
+        self.processors = processors
+        self.exporter = exporter
+        self.store = store
+        self.payload_buffer = payload_buffer
+        provider = tracer_provider or trace_api.get_tracer_provider()
+        self.tracer = provider.get_tracer(INSTRUMENTATION_NAME, __version__)
+        self._closed = False
+        self._lock = threading.Lock()
+
+    @classmethod
+    def build(
+        cls,
+        *,
+        tracer_provider: TracerProvider | None,
+        reuse: TracerProvider | None,
+        use_global: bool,
+        service_name: str | None,
+        store: StoreSettings | None,
+        otlp: bool,
+        environ: Mapping[str, str] | None = None,
+    ) -> Pipeline:
+        """Create the resources of a configuration that records; nothing is attached yet (see :meth:`start`).
+
+        Args:
+            tracer_provider: the provider the user passed.
+            reuse: a provider chronicle created for the previous process-wide configuration, kept.
+            use_global: look for a global SDK provider the user set (False for ``configure(local=True)``).
+            service_name: ``service.name`` of a provider chronicle creates.
+            store: the local store to record in, or None for none.
+            otlp: add an OTLP exporter when chronicle owns the provider.
+            environ: the environment the OTLP protocol is read from (default: ``os.environ``).
+
+        Raises:
+            ConfigError: the OTLP protocol variable is invalid.
+        """
+        created = False
+        provider: TracerProvider
+        if reuse is not None:
+            provider, owns = reuse, True
+        elif tracer_provider is not None:
+            provider, owns = tracer_provider, False
+        else:
+            current = trace_api.get_tracer_provider() if use_global else None
+            if isinstance(current, TracerProvider):
+                provider, owns = current, False
+            else:
+                resource = Resource.create({SERVICE_NAME: service_name} if service_name else {})
+                provider, owns, created = TracerProvider(resource=resource), True, True
+        otlp_exporter = _otlp_exporter(environ) if owns and otlp else None  # may raise: before the store
+        processors: list[SpanProcessor] = []
+        exporter = local_store = buffer = None
+        if store is not None:
+            local_store = LocalStore(store.path, durable=store.durable)
+            buffer = PayloadBuffer(store.buffer_bytes)
+            exporter = ChronicleExporter(local_store, payload_buffer=buffer)
+            processors.append(
+                SimpleSpanProcessor(exporter)
+                if store.processor == "simple"
+                else BatchSpanProcessor(
+                    exporter, max_queue_size=store.max_queue_size, max_export_batch_size=_MAX_EXPORT_BATCH_SIZE
+                )
+            )
+        if otlp_exporter is not None:
+            processors.append(BatchSpanProcessor(otlp_exporter))
+        return cls(
+            provider,
+            owns_provider=owns,
+            created_provider=created,
+            processors=tuple(processors),
+            exporter=exporter,
+            store=local_store,
+            payload_buffer=buffer,
+        )
+
+    def start(self) -> None:
+        """Add the processors to the provider."""
+        if isinstance(self.tracer_provider, TracerProvider):
+            for processor in self.processors:
+                self.tracer_provider.add_span_processor(processor)
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`shutdown` ran."""
+        return self._closed
+
+    def sdk_attribute_limit(self) -> int | None:
+        """The provider's ``max_span_attribute_length`` (``OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT``), if any."""
+        limits = getattr(self.tracer_provider, "_span_limits", None)
+        value = getattr(limits, "max_span_attribute_length", None)
+        return value if isinstance(value, int) and value > 0 else None
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        """Export every finished span now; True when all processors flushed in time."""
+        ok = True
+        for processor in self.processors:
+            flushed = False
+            with handle_internal_errors("flushing spans", external=True):
+                flushed = bool(processor.force_flush(timeout_millis))
+            ok = flushed and ok
+        return ok
+
+    def shutdown(self, *, provider: bool = True) -> None:
+        """Flush and stop the processors (and the provider, if chronicle created it). Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        for processor in self.processors:
+            with handle_internal_errors("shutting down a span processor", external=True):
+                processor.shutdown()
+        if provider and self.owns_provider and isinstance(self.tracer_provider, TracerProvider):
+            with handle_internal_errors("shutting down the tracer provider", external=True):
+                self.tracer_provider.shutdown()
+
+    def reusable_provider(self) -> TracerProvider | None:
+        """The provider chronicle created for this pipeline, which a later configuration keeps using."""
+        if self.owns_provider and isinstance(self.tracer_provider, TracerProvider):
+            return self.tracer_provider
+        return None
+
+
+def _otlp_exporter(environ: Mapping[str, str] | None) -> SpanExporter:
+    protocol = resolve(OTLP_PROTOCOL, environ=environ)
+    if protocol == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
+
+        return GrpcExporter()
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
+
+    return HttpExporter()

@@ -1,0 +1,111 @@
+"""Payload attributes: a call's input, output and error as capped JSON text, hash and truncation flag.
+
+A value is encoded once (by the caller), to the canonical JSON of :mod:`chronicle_otel.codec` with the
+configured redaction. Its attribute holds at most ``max_attribute_length`` characters; the hash
+(``sha256:<hex>``, the payload's address in the store) is always that of the whole encoding. A payload
+cut on the span is kept whole in ``pending``, for the exporter to store.
+
+An exception is recorded three ways, all scrubbed of secrets the same way (the values redacted from
+the call's input, then the secret value formats): the ``chronicle.error`` envelope
+``{type, message, args}``, the OpenTelemetry ``exception`` event with its stack trace, and the span
+status description.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable
+from typing import Final
+
+from opentelemetry import trace as trace_api
+
+from ._internal.buffer import Payload
+from ._internal.digest import payload_digest
+from ._session import AttributeValue
+from .codec import encode
+from .redact import Redactor, scrub_text
+from .semconv import PayloadKeys
+
+Pending = list[Payload]
+"""Whole payloads cut on the span, for the exporter to store."""
+
+
+def put_payload(
+    attrs: dict[str, AttributeValue], pending: Pending, keys: PayloadKeys, data: bytes, max_length: int
+) -> None:
+    """Put encoded ``data`` into ``attrs``: its text capped at ``max_length`` characters, its hash and its
+    truncation flag; a cut payload also goes to ``pending``."""
+    digest = payload_digest(data)
+    if len(data) <= max_length:
+        text = data.decode()
+    else:
+        text = data[: max_length * 4].decode("utf-8", "ignore") if len(data) > max_length * 4 else data.decode()
+        if len(text) > max_length:
+            text = text[:max_length]
+            attrs[keys.truncated] = True
+            pending.append((digest, data))
+    attrs[keys.text] = text
+    attrs[keys.hash] = digest
+
+
+def exception_message(exc: BaseException) -> str:
+    """``str(exc)``, or a placeholder when that raises."""
+    try:
+        return str(exc)
+    except Exception:
+        return f"<{type(exc).__qualname__}: str() failed>"
+
+
+class _ErrorScrubber:
+    """The configuration's key names, and text cleaned with :func:`scrub_text` of the call's secrets."""
+
+    __slots__ = ("redactor", "secrets")
+
+    def __init__(self, redactor: Redactor, secrets: list[str]) -> None:
+        self.redactor = redactor
+        self.secrets = secrets
+
+    def redact_key(self, name: str) -> bool:
+        return self.redactor.redact_key(name)
+
+    def redact_text(self, text: str) -> str:
+        return scrub_text(self.redactor, text, self.secrets)
+
+
+def error_payload(exc: BaseException, redactor: Redactor | None, secrets: list[str]) -> bytes:
+    """The encoded ``{type, message, args}`` of ``exc``, every string of it scrubbed as the exception event's
+    text is (so replay can compare a new error's message with the recorded one)."""
+    cls = type(exc)
+    envelope = {
+        "type": f"{cls.__module__}.{cls.__qualname__}",
+        "message": exception_message(exc),
+        "args": list(exc.args),
+    }
+    return encode(envelope, redact=None if redactor is None else _ErrorScrubber(redactor, secrets))
+
+
+# the OpenTelemetry exception event, as the SDK's Span.record_exception writes it
+_EXCEPTION_EVENT: Final = "exception"
+_EXCEPTION_TYPE: Final = "exception.type"
+_EXCEPTION_MESSAGE: Final = "exception.message"
+_EXCEPTION_STACKTRACE: Final = "exception.stacktrace"
+_EXCEPTION_ESCAPED: Final = "exception.escaped"
+
+
+def add_exception_event(span: trace_api.Span, exc: BaseException, scrub: Callable[[str], str]) -> None:
+    """``span.record_exception(exc, escaped=True)``, with the message and stack trace passed through ``scrub``."""
+    cls = type(exc)
+    module = cls.__module__
+    try:
+        stacktrace = "".join(traceback.format_exception(cls, exc, exc.__traceback__))
+    except Exception:
+        stacktrace = ""
+    span.add_event(
+        _EXCEPTION_EVENT,
+        {
+            _EXCEPTION_TYPE: f"{module}.{cls.__qualname__}" if module and module != "builtins" else cls.__qualname__,
+            _EXCEPTION_MESSAGE: scrub(exception_message(exc)),
+            _EXCEPTION_STACKTRACE: scrub(stacktrace),
+            _EXCEPTION_ESCAPED: "True",
+        },
+    )

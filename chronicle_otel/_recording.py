@@ -1,0 +1,291 @@
+"""The call lifecycle: one boundary call as one span, from its start to its end.
+
+:func:`begin` starts the span (a child of the current span, with the boundary's static attributes,
+its call index, the session variables and, during a replay, the replay's attributes and links) and
+records the bound arguments at once, so later mutation cannot change the record. The runners call
+the function with the span current and end it with the result (:meth:`Call.succeed`), the exception
+(:meth:`Call.fail`) or, for generators and async generators, the items the stream yielded
+(:meth:`Call.finish_stream`, through :mod:`chronicle_otel._internal.streams`). Every attribute is
+set on the span in one call, at the end; truncated payloads go to the exporter's buffer.
+
+Nothing here can break the call: each phase (start, input, end) hands what it raises to its
+boundary's internal-error guard (``guard.absorb``: the zero-cost ``try`` form of
+:class:`~chronicle_otel._internal.errors.handle_internal_errors`), the span is ended whatever
+happens, and the user's own value or exception passes through unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextvars import Token
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from opentelemetry import context as context_api
+from opentelemetry import trace as trace_api
+from opentelemetry.trace import Status, StatusCode
+
+from . import semconv
+from ._call_index import enter_frame, next_call_index
+from ._genai import add_openinference_io, request_attributes, response_attributes
+from ._internal.hooks import ReplayExtra
+from ._internal.streams import AsyncStreamDriver, StreamDriver, StreamState
+from ._payloads import Pending, add_exception_event, error_payload, exception_message, put_payload
+from ._session import SESSION_ATTRIBUTES, AttributeValue
+from .codec import encode
+from .config import ChronicleConfig, get_config
+from .redact import error_secrets, scrub_text
+
+if TYPE_CHECKING:
+    from ._spec import Spec
+
+_SUPPRESS_KEY: str = getattr(context_api, "_SUPPRESS_INSTRUMENTATION_KEY", "suppress_instrumentation")
+
+Runner = Callable[["Spec", Callable[..., Any], Any, tuple[Any, ...], dict[str, Any], ReplayExtra | None], Any]
+"""Calls ``body(*args, **kwargs)`` as one boundary call: ``(spec, body, instance, args, kwargs, extra)``."""
+
+
+class Call:
+    """One boundary call in progress: its span, its context, its pending attributes and payloads."""
+
+    __slots__ = ("attrs", "config", "ctx", "pending", "recording", "secrets", "span", "spec")
+
+    def __init__(self, spec: Spec, config: ChronicleConfig, span: trace_api.Span, ctx: context_api.Context) -> None:
+        self.spec = spec
+        self.config = config
+        self.span = span
+        self.ctx = ctx
+        """The context calls made inside this one run in: the span current, a fresh call-index frame."""
+        self.recording = span.is_recording()
+        self.attrs: dict[str, AttributeValue] = {}
+        self.pending: Pending = []
+        self.secrets: list[str] = []
+        """The values redacted by key from the input: scrubbed from an error's text."""
+
+    def attach(self) -> Token[context_api.Context]:
+        """Make this call's context current; detach the token with ``context.detach``."""
+        return context_api.attach(self.ctx)
+
+    def _input(self, value: Any) -> None:
+        config = self.config
+        data = encode(value, redact=config.redact, secrets=self.secrets)
+        put_payload(self.attrs, self.pending, semconv.INPUT_KEYS, data, config.max_attribute_length)
+
+    def record_input(self, value: Any) -> None:
+        """Record ``value`` as the call's input (a ``call(...)`` block's ``{name: value}``)."""
+        if self.recording:
+            try:
+                self._input(value)
+            except Exception as exc:
+                self.spec.input_guard.absorb(exc)
+
+    def succeed(self, result: Any) -> None:
+        """End the call with its return value."""
+        try:
+            try:
+                if self.recording:
+                    config = self.config
+                    data = encode(result, redact=config.redact)
+                    put_payload(self.attrs, self.pending, semconv.OUTPUT_KEYS, data, config.max_attribute_length)
+                    if self.spec.genai and config.genai_attributes:
+                        self.attrs.update(response_attributes(result))
+            finally:
+                self._end()
+        except Exception as exc:
+            self.spec.end_guard.absorb(exc)
+
+    def fail(self, exc: BaseException, partial: list[Any] | None = None) -> None:
+        """End the call with the exception it raised (and, for a stream, the items it yielded before)."""
+        try:
+            try:
+                if self.recording:
+                    self._error(exc, partial)
+            finally:
+                self._end()
+        except Exception as err:
+            self.spec.end_guard.absorb(err)
+
+    def _error(self, exc: BaseException, partial: list[Any] | None) -> None:
+        attrs = self.attrs
+        config = self.config
+        redactor = config.redact
+        secrets = error_secrets(exc, self.secrets) if redactor is not None else []
+
+        def scrub(text: str) -> str:
+            return text if redactor is None else scrub_text(redactor, text, secrets)
+
+        cap = config.max_attribute_length
+        put_payload(attrs, self.pending, semconv.ERROR_KEYS, error_payload(exc, redactor, secrets), cap)
+        if partial is not None:
+            put_payload(attrs, self.pending, semconv.OUTPUT_KEYS, encode(partial, redact=redactor), cap)
+            attrs[semconv.STREAM_STATE] = "error"
+            attrs[semconv.STREAM_ITEMS] = len(partial)
+        span = self.span
+        add_exception_event(span, exc, scrub)
+        span.set_status(Status(StatusCode.ERROR, scrub(f"{type(exc).__name__}: {exception_message(exc)}")))
+
+    def finish_stream(self, items: list[Any], state: StreamState, exc: BaseException | None) -> None:
+        """End a generator's call: the items it yielded and how it ended (the stream driver's ``on_done``)."""
+        if exc is not None:
+            self.fail(exc, items)
+            return
+        try:
+            try:
+                if self.recording:
+                    config = self.config
+                    attrs = self.attrs
+                    data = encode(items, redact=config.redact)
+                    put_payload(attrs, self.pending, semconv.OUTPUT_KEYS, data, config.max_attribute_length)
+                    attrs[semconv.STREAM_STATE] = state
+                    attrs[semconv.STREAM_ITEMS] = len(items)
+            finally:
+                self._end()
+        except Exception as err:
+            self.spec.end_guard.absorb(err)
+
+    def _end(self) -> None:
+        span = self.span
+        try:
+            if self.recording:
+                attrs = self.attrs
+                if self.config.openinference:
+                    add_openinference_io(attrs)
+                if attrs:
+                    span.set_attributes(attrs)
+                buffer = self.config.payload_buffer
+                if self.pending and buffer is not None:
+                    buffer.put(span.get_span_context().span_id, self.pending)
+        finally:
+            span.end()
+
+
+def begin(
+    spec: Spec,
+    body: Callable[..., Any] | None,
+    instance: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    extra: ReplayExtra | None,
+    stream: bool = False,
+) -> Call | None:
+    """Start the span of one call and record its arguments; None when recording is off, suppressed or failed.
+
+    A failure to record the arguments leaves the call recording the rest (its span has no input).
+    """
+    call = None
+    try:
+        config = spec.config or get_config()
+        if not config.enabled or (spec.enabled is not None and not spec.enabled()):
+            return None
+        parent_ctx = context_api.get_current()
+        if parent_ctx.get(_SUPPRESS_KEY):
+            return None
+        attrs: dict[str, AttributeValue] = dict(spec.static)
+        attrs[semconv.CALL_INDEX] = next_call_index(parent_ctx, spec.name)
+        if stream:
+            attrs[semconv.STREAM] = True
+        if config.openinference:
+            attrs[semconv.OPENINFERENCE_SPAN_KIND] = spec.openinference_kind
+        if config.session:
+            attrs.update(config.session)
+        session = SESSION_ATTRIBUTES.get()
+        if session:
+            attrs.update(session)
+        links = None
+        if extra is not None:
+            attrs.update(extra.attributes)
+            links = extra.links
+        span = config.tracer.start_span(spec.name, context=parent_ctx, attributes=attrs, links=links)
+        call = Call(spec, config, span, enter_frame(trace_api.set_span_in_context(span, parent_ctx)))
+        binder = spec.binder
+        if call.recording and binder is not None:
+            bound = binder.bind(args, kwargs, body is not spec.raw and instance is not None)
+            call._input(bound)
+            if spec.genai_args and config.genai_attributes:
+                call.attrs.update(request_attributes(bound, spec.genai_args))
+    except Exception as exc:
+        spec.start_guard.absorb(exc)
+    return call
+
+
+# ------------------------------------------------------------------------------------ runners, one per shape
+
+
+def run_sync(
+    spec: Spec,
+    body: Callable[..., Any],
+    instance: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    extra: ReplayExtra | None,
+) -> Any:
+    """Run a function that returns a value."""
+    call = begin(spec, body, instance, args, kwargs, extra)
+    if call is None:
+        return body(*args, **kwargs)
+    token = context_api.attach(call.ctx)
+    try:
+        result = body(*args, **kwargs)
+    except BaseException as exc:
+        context_api.detach(token)
+        call.fail(exc)
+        raise
+    context_api.detach(token)
+    call.succeed(result)
+    return result
+
+
+async def run_async(
+    spec: Spec,
+    body: Callable[..., Any],
+    instance: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    extra: ReplayExtra | None,
+) -> Any:
+    """Run a coroutine function; the span covers the whole await."""
+    call = begin(spec, body, instance, args, kwargs, extra)
+    if call is None:
+        return await body(*args, **kwargs)
+    token = context_api.attach(call.ctx)
+    try:
+        result = await body(*args, **kwargs)
+    except BaseException as exc:
+        context_api.detach(token)
+        call.fail(exc)
+        raise
+    context_api.detach(token)
+    call.succeed(result)
+    return result
+
+
+def _stream_runner(driver: type[StreamDriver] | type[AsyncStreamDriver]) -> Runner:
+    def run(
+        spec: Spec,
+        body: Callable[..., Any],
+        instance: Any,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        extra: ReplayExtra | None,
+    ) -> Any:
+        call = begin(spec, body, instance, args, kwargs, extra, stream=True)
+        if call is None:
+            return body(*args, **kwargs)
+        token = context_api.attach(call.ctx)
+        try:
+            stream = body(*args, **kwargs)
+        except BaseException as exc:
+            context_api.detach(token)
+            call.fail(exc, [])
+            raise
+        context_api.detach(token)
+        return driver(stream, call.finish_stream, partial(context_api.attach, call.ctx), context_api.detach)
+
+    return run
+
+
+run_gen = _stream_runner(StreamDriver)
+"""Run a generator function: the span covers the whole iteration (see :class:`StreamDriver`)."""
+
+run_agen = _stream_runner(AsyncStreamDriver)
+"""Run an async-generator function: the span covers the whole iteration (see :class:`AsyncStreamDriver`)."""

@@ -1,0 +1,222 @@
+"""What a boundary is, fixed when decorating: its kind, its :class:`Spec` and its wrapt wrapper.
+
+A :class:`Spec` holds everything computed once per decorated function (so per-call work stays
+proportional to the payload): the name, kind and shape (``sync``, ``async``, ``gen``, ``agen``), the
+argument binder, the static span attributes, the GenAI parameters to look for, the runner of its
+shape and its internal-error guards. It is the :class:`~chronicle_otel._internal.hooks.BoundarySpec`
+replay sees: the replay engine calls :meth:`Spec.run` to record a call it lets through.
+
+:func:`wrap` puts a function inside a :class:`wrapt.FunctionWrapper` whose wrapper, on each call, hands
+the call to the active replay if there is one and otherwise to the runner.
+"""
+
+from __future__ import annotations
+
+import inspect
+import warnings
+from collections.abc import Callable, Mapping
+from enum import Enum
+from typing import TYPE_CHECKING, Any
+
+import wrapt
+
+from . import semconv
+from ._genai import OPENINFERENCE_SPAN_KINDS, attribute_scalar, request_parameters, static_attributes
+from ._internal import hooks
+from ._internal.binding import Binder
+from ._internal.errors import handle_internal_errors
+from ._internal.hooks import ReplayExtra, Shape
+from ._recording import Runner, run_agen, run_async, run_gen, run_sync
+from ._session import AttributeValue
+from .codec import CODEC_VERSION
+from .config import ChronicleConfig
+from .errors import ChronicleWarning, ConfigError
+
+if TYPE_CHECKING:
+    Wrapper = wrapt.FunctionWrapper[..., Any]
+else:
+    Wrapper = wrapt.FunctionWrapper
+
+
+class BoundaryKind(str, Enum):
+    """What a boundary is; may be passed as its string value (``kind="llm"``)."""
+
+    LLM = "llm"
+    TOOL = "tool"
+    RETRIEVAL = "retrieval"
+    GUARDRAIL = "guardrail"
+    AGENT = "agent"
+    MEMORY = "memory"
+    CUSTOM = "custom"
+
+
+def parse_kind(value: BoundaryKind | str) -> BoundaryKind:
+    """``value`` as a :class:`BoundaryKind`.
+
+    Raises:
+        ConfigError: ``value`` is not a kind (the message lists every valid one).
+    """
+    try:
+        return BoundaryKind(value)
+    except ValueError:
+        raise ConfigError("kind", value, "one of " + ", ".join(repr(k.value) for k in BoundaryKind)) from None
+
+
+def checked_attributes(attributes: Mapping[str, AttributeValue] | None) -> dict[str, AttributeValue] | None:
+    """A copy of static span ``attributes``, every value checked.
+
+    Raises:
+        ConfigError: a value is not a str, bool, int (64-bit) or float.
+    """
+    if attributes is None:
+        return None
+    checked = dict(attributes)
+    for key, value in checked.items():
+        if attribute_scalar(value) is None:
+            raise ConfigError(f"attributes[{key!r}]", value, "a str, bool, int or float")
+    return checked
+
+
+def shape_of(func: Callable[..., Any] | None) -> Shape:
+    """How ``func`` returns: ``sync``, ``async`` (coroutine), ``gen`` (generator) or ``agen`` (async generator)."""
+    if func is None:
+        return "sync"
+    if inspect.isasyncgenfunction(func):
+        return "agen"
+    if inspect.iscoroutinefunction(func):
+        return "async"
+    if inspect.isgeneratorfunction(func):
+        return "gen"
+    return "sync"
+
+
+_RUNNERS: Mapping[Shape, Runner] = {"sync": run_sync, "async": run_async, "gen": run_gen, "agen": run_agen}
+
+
+class Spec:
+    """Everything about a boundary that is known when decorating; satisfies ``hooks.BoundarySpec``.
+
+    Args:
+        func: the undecorated function, or None for a ``call(...)`` block.
+        name: the boundary name.
+        kind: the boundary kind.
+        attributes: static span attributes.
+        config: the configuration to record with, or None for the process-wide one (read at call time).
+        enabled: asked on each call; the call goes straight through when it returns false.
+        provider: the GenAI provider name of an ``llm`` boundary.
+    """
+
+    __slots__ = (
+        "binder",
+        "config",
+        "enabled",
+        "end_guard",
+        "genai",
+        "genai_args",
+        "input_guard",
+        "kind",
+        "kind_value",
+        "name",
+        "openinference_kind",
+        "raw",
+        "runner",
+        "shape",
+        "start_guard",
+        "static",
+    )
+
+    def __init__(
+        self,
+        func: Callable[..., Any] | None,
+        name: str,
+        kind: BoundaryKind,
+        attributes: Mapping[str, AttributeValue] | None,
+        config: ChronicleConfig | None,
+        enabled: Callable[[], bool] | None,
+        provider: str | None,
+    ) -> None:
+        self.name = name
+        self.kind = kind
+        self.kind_value: str = kind.value
+        self.raw = func
+        self.shape: Shape = shape_of(func)
+        self.runner: Runner = _RUNNERS[self.shape]
+        self.binder = Binder(func) if func is not None else None
+        self.config = config
+        self.enabled = enabled
+        self.genai = kind is BoundaryKind.LLM
+        self.genai_args: dict[str, str] = (
+            request_parameters(self.binder.parameters) if self.genai and self.binder is not None else {}
+        )
+        self.openinference_kind = OPENINFERENCE_SPAN_KINDS[kind.value]
+        static: dict[str, AttributeValue] = dict(attributes or {})
+        static[semconv.BOUNDARY_NAME] = name
+        static[semconv.BOUNDARY_KIND] = kind.value
+        static[semconv.CODEC] = CODEC_VERSION
+        if func is not None:
+            static[semconv.CODE_FUNCTION] = f"{getattr(func, '__module__', '?')}.{getattr(func, '__qualname__', '?')}"
+        if self.genai:
+            static.update(static_attributes(provider))
+        self.static = static
+        self.start_guard = handle_internal_errors("starting boundary %r", name)
+        self.input_guard = handle_internal_errors("recording the input of boundary %r", name)
+        self.end_guard = handle_internal_errors("recording the outcome of boundary %r", name)
+
+    def run(
+        self,
+        body: Callable[..., Any],
+        instance: Any,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        extra: ReplayExtra | None,
+    ) -> Any:
+        """Call ``body(*args, **kwargs)`` as one call of this boundary: one span, recorded as usual, with ``extra``."""
+        return self.runner(self, body, instance, args, kwargs, extra)
+
+
+def _wrapper(spec: Spec) -> Callable[[Callable[..., Any], Any, tuple[Any, ...], dict[str, Any]], Any]:
+    runner = spec.runner
+
+    def wrapper(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        replay = hooks.REPLAY.get()
+        if replay is not None:
+            return replay.call(spec, wrapped, instance, args, kwargs)
+        return runner(spec, wrapped, instance, args, kwargs, None)
+
+    return wrapper
+
+
+def wrap(
+    func: Any,
+    *,
+    name: str | None,
+    kind: BoundaryKind,
+    attributes: Mapping[str, AttributeValue] | None,
+    enabled: Callable[[], bool] | None,
+    provider: str | None,
+    config: ChronicleConfig | None,
+    wrapper_type: type[Wrapper] = Wrapper,
+) -> Wrapper:
+    """Wrap a function, method, classmethod or staticmethod as a boundary (registered for replay by name).
+
+    Raises:
+        TypeError: ``func`` is not callable, or is a property.
+    """
+    if isinstance(func, property):
+        raise TypeError("@boundary cannot decorate a property; decorate its getter function instead")
+    raw = func.__func__ if isinstance(func, (staticmethod, classmethod)) else func
+    if not callable(raw):
+        raise TypeError(f"@boundary needs a function or method, got {func!r}")
+    if getattr(getattr(raw, "__code__", None), "co_filename", "").endswith("contextlib.py"):
+        warnings.warn(
+            ChronicleWarning(
+                f"@boundary is applied on top of @contextmanager for {raw.__qualname__}: the span would cover only the "
+                "creation of the context manager. Put @boundary below @contextmanager (on the generator function)."
+            ),
+            stacklevel=4,
+        )
+    boundary_name = name or f"{getattr(raw, '__module__', '?')}.{getattr(raw, '__qualname__', repr(raw))}"
+    spec = Spec(raw, boundary_name, kind, attributes, config, enabled, provider)
+    wrapped = wrapper_type(func, _wrapper(spec))
+    hooks.register(boundary_name, wrapped)
+    return wrapped

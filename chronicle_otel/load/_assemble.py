@@ -1,0 +1,345 @@
+"""Assemble a :class:`~chronicle_otel.model.Trace` from the spans of one trace: boundaries, call keys, payloads.
+
+One path for every source (the local store, files, backends): payloads are verified against their hash and
+rehydrated from a payload store by hash when the span kept only a prefix; the codec version is checked; parent
+chains are walked without recursion and every count is bounded (the data is untrusted).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Final
+
+import orjson
+
+from .. import semconv
+from .._internal.digest import payload_digest, text_digest
+from ..codec import CODEC_VERSION
+from ..errors import ChronicleError, TraceLoadError, TraceNotFoundError
+from ..model import Boundary, Payload, SpanRecord, Trace, format_key
+from ..store.reader import StoreReader
+from ._otlp import merge, spans_of_request
+
+_CODECS = {CODEC_VERSION}
+
+Fetch = Callable[[str], "bytes | None"]
+"""Whole payload bytes by ``sha256:<hex>`` digest, or None."""
+
+
+def payload_from_span(
+    attrs: Mapping[str, Any], keys: semconv.PayloadKeys, fetch: Fetch | None, *, where: str = ""
+) -> tuple[Payload | None, str | None]:
+    """Build the :class:`Payload` of one attribute triple, rehydrating from the store when needed.
+
+    Returns the payload and a warning (or None).
+
+    Raises:
+        TraceLoadError: the attribute is not text and cannot be re-encoded as JSON (``where`` names the span).
+    """
+    text = attrs.get(keys[0])
+    if text is None:
+        return None, None
+    if not isinstance(text, str):
+        # A collector transform parsed the JSON string into a kvlist/array: re-encode it canonically.
+        try:
+            text = orjson.dumps(text, option=orjson.OPT_SORT_KEYS).decode()
+        except orjson.JSONEncodeError as exc:
+            raise TraceLoadError(f"{keys[0]} is neither text nor JSON data ({exc})", source=where or None) from None
+    digest = attrs.get(keys[1])
+    if not isinstance(digest, str):
+        return Payload(text, None, "unverified"), None
+    if text_digest(text) == digest:
+        return Payload(text, digest, "ok"), None
+    whole = fetch(digest) if fetch is not None else None
+    if isinstance(whole, bytes):
+        try:
+            decoded: str | None = whole.decode()
+        except UnicodeDecodeError:
+            decoded = None
+        if decoded is not None and text_digest(decoded) == digest:
+            return Payload(decoded, digest, "rehydrated"), None
+    warning = f"{keys[0]} {digest[:80]} is cut to {len(text)} characters and not in the store"
+    return Payload(text, digest, "missing"), warning
+
+
+MAX_BOUNDARY_DEPTH: Final = 4096
+"""Deepest nesting of boundaries accepted: each call key holds the whole chain from the root."""
+MAX_CALL_KEY_ENTRIES: Final = 1 << 24
+"""Most (name, index) entries all call keys of one trace may hold together: deep nesting times many calls would
+otherwise turn a small file into gigabytes of keys."""
+_MAX_CALL_INDEX: Final = 2**63 - 1
+
+
+def _call_index(value: Any) -> int | None:
+    """``chronicle.call.index`` as a non-negative integer (Zipkin keeps tags as strings); None when invalid."""
+    if value is None:
+        return 0
+    if isinstance(value, bool):
+        return None
+    digits = isinstance(value, str) and 0 < len(value) <= 19 and value.isascii() and value.isdigit()
+    whole = isinstance(value, float) and value.is_integer() and 0 <= value <= _MAX_CALL_INDEX
+    if isinstance(value, int) or digits or whole:
+        number = int(value)
+    else:
+        return None
+    return number if 0 <= number <= _MAX_CALL_INDEX else None
+
+
+def _boundary(
+    span: SpanRecord,
+    parent: Boundary | None,
+    fetch: Fetch | None,
+    allow: tuple[str, ...],
+    warnings: list[str],
+    source: str = "",
+) -> Boundary | None:
+    attrs = span.attributes
+    name = attrs.get(semconv.BOUNDARY_NAME)
+    if not isinstance(name, str):
+        return None
+    where = span.origin or source
+    codec = attrs.get(semconv.CODEC, CODEC_VERSION)
+    if not isinstance(codec, str) or codec not in _CODECS:
+        shown = repr(codec[:80]) if isinstance(codec, str) else f"a {type(codec).__name__}"
+        raise TraceLoadError(
+            f"span {span.span_id} ({name[:200]!r}) uses codec {shown}, not one this chronicle-otel understands "
+            f"({CODEC_VERSION}); upgrade chronicle-otel",
+            source=where or None,
+        )
+    index = _call_index(attrs.get(semconv.CALL_INDEX))
+    if index is None:
+        raise TraceLoadError(
+            f"span {span.span_id} ({name[:200]!r}) has {semconv.CALL_INDEX} {_shown(attrs.get(semconv.CALL_INDEX))}",
+            source=where or None,
+            expected=f"an integer from 0 to {_MAX_CALL_INDEX}",
+        )
+    if parent is not None and len(parent.call_key) >= MAX_BOUNDARY_DEPTH:
+        raise TraceLoadError(
+            f"span {span.span_id}: boundaries nest deeper than {MAX_BOUNDARY_DEPTH} levels", source=where or None
+        )
+    key = (*(parent.call_key if parent else ()), (name, index))
+    payloads = []
+    for keys in semconv.PAYLOAD_KEYS:
+        payload, warning = payload_from_span(attrs, keys, fetch, where=f"{where} (span {span.span_id})")
+        payloads.append(payload)
+        if warning:
+            warnings.append(f"boundary {format_key(key)}: {warning}")
+    n = len(semconv.SESSION_PREFIX)
+    state = attrs.get(semconv.STREAM_STATE)
+    kind = attrs.get(semconv.BOUNDARY_KIND, "custom")
+    function = attrs.get(semconv.CODE_FUNCTION)
+    return Boundary(
+        name=name,
+        kind=kind if isinstance(kind, str) else "custom",
+        call_index=index,
+        call_key=key,
+        span_id=span.span_id,
+        parent=parent,
+        session={k[n:]: v for k, v in attrs.items() if k.startswith(semconv.SESSION_PREFIX)},
+        start_ns=span.start_ns,
+        end_ns=span.end_ns,
+        status=span.status,
+        stream=attrs.get(semconv.STREAM) in (True, "true"),  # Zipkin tags are strings
+        stream_state=state if isinstance(state, str) else None,
+        function=function if isinstance(function, str) else None,
+        raw_input=payloads[0],
+        raw_output=payloads[1],
+        raw_error=payloads[2],
+        span=span,
+        allow=allow,
+    )
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, str):
+        return repr(value[:40])
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() <= 128:
+        return repr(value)
+    if isinstance(value, (bool, float)) or value is None:
+        return repr(value)
+    return f"a {type(value).__name__}"
+
+
+def build_trace(
+    trace_id: str,
+    spans: Sequence[SpanRecord],
+    *,
+    fetch: Fetch | None = None,
+    allow: Iterable[str] = (),
+    source: str = "",
+) -> Trace:
+    """Assemble a :class:`Trace` from the spans of one trace.
+
+    A boundary's parent is its nearest ancestor span that is a boundary. Start times alone cannot order parents
+    before children (backends round them: Phoenix keeps µs), so each span's ancestors are built first, walking
+    parent links without recursion; a parent cycle (hostile or broken data) is cut where the walk meets itself.
+
+    Raises:
+        TraceLoadError: a boundary span is malformed (unknown codec, bad call index, nesting too deep).
+    """
+    ordered = sorted(spans, key=lambda s: (s.start_ns, s.end_ns, s.span_id))
+    by_id = {s.span_id: s for s in ordered}
+    allow_t = tuple(allow)
+    warnings: list[str] = []
+    if not any(s.parent_span_id is None for s in ordered):
+        warnings.append("the trace's root span is missing (its parent is not in the source)")
+    built: dict[str, Boundary | None] = {}
+    # up[x]: the nearest boundary at or above span x, as a span below x sees it.
+    up: dict[str, Boundary | None] = {}
+    key_entries = 0
+
+    for first in ordered:
+        if first.span_id in built:
+            continue
+        chain: list[str] = []  # first, its parent, grandparent… up to a resolved span, a root or a cycle
+        seen: dict[str, int] = {}
+        cursor: str | None = first.span_id
+        while cursor is not None and cursor in by_id and cursor not in up and cursor not in seen:
+            seen[cursor] = len(chain)
+            chain.append(cursor)
+            cursor = by_id[cursor].parent_span_id
+        cycle_at = seen.get(cursor) if cursor is not None else None
+        above = up.get(cursor) if cursor is not None and cycle_at is None else None
+        for span_id in reversed(chain):  # ancestors first
+            boundary = _boundary(by_id[span_id], above, fetch, allow_t, warnings, source)
+            built[span_id] = boundary
+            if boundary is not None:
+                above = boundary
+                key_entries += len(boundary.call_key)
+                if key_entries > MAX_CALL_KEY_ENTRIES:
+                    raise TraceLoadError(
+                        f"the call keys of this trace's boundaries hold more than {MAX_CALL_KEY_ENTRIES} entries "
+                        "(boundaries nested deep, many times over)",
+                        source=source or None,
+                    )
+        if cycle_at is None:
+            _resolve_up(chain, len(chain), built, up, by_id)
+        else:
+            # A span below the cycle walks around it until it meets a boundary.
+            cycle = chain[cycle_at:]
+            nearest: Boundary | None = None
+            for k in range(2 * len(cycle) - 1, -1, -1):
+                candidate = built[cycle[k % len(cycle)]]
+                if candidate is not None:
+                    nearest = candidate
+                if k < len(cycle):
+                    up[cycle[k]] = nearest
+            _resolve_up(chain, cycle_at, built, up, by_id)
+
+    boundaries = sorted(
+        (b for b in built.values() if b is not None), key=lambda b: (b.start_ns, len(b.call_key), b.call_index)
+    )
+    top = [b for b in boundaries if b.parent is None]
+    root = top[0] if top else None
+    if len(top) > 1:
+        warnings.append(f"{len(top)} top-level boundaries; the first, {top[0].name!r}, is the root")
+    return Trace(trace_id, tuple(ordered), tuple(boundaries), root, source, tuple(warnings))
+
+
+def _resolve_up(
+    chain: list[str],
+    stop: int,
+    built: Mapping[str, Boundary | None],
+    up: dict[str, Boundary | None],
+    by_id: Mapping[str, SpanRecord],
+) -> None:
+    """Fill ``up`` for ``chain[:stop]``, top-down: a span's own boundary, else what its parent sees."""
+    for i in range(stop - 1, -1, -1):
+        span_id = chain[i]
+        boundary = built[span_id]
+        if boundary is None:
+            parent_id = by_id[span_id].parent_span_id
+            boundary = up.get(parent_id) if parent_id is not None else None
+        up[span_id] = boundary
+
+
+def assemble(
+    spans: Iterable[SpanRecord], trace_id: str | None, source: str, store: StoreReader | None, allow: Iterable[str]
+) -> Trace:
+    """The one assembly path of every source: merge pieces, pick the trace, build it with payloads from ``store``."""
+    traces = merge(spans)
+    chosen = _select(traces, trace_id, source)
+    return build_trace(chosen, list(traces[chosen].values()), fetch=_fetcher(store, chosen), allow=allow, source=source)
+
+
+def select_from_store(local: StoreReader, trace_id: str | None) -> tuple[list[SpanRecord], str]:
+    """The spans of ``trace_id`` (or ``latest``, ``latest-failed``) from a store, and the chosen trace id."""
+    if trace_id in (None, "latest", "latest-failed"):
+        summaries = local.list_traces(limit=10, failed=True if trace_id == "latest-failed" else None)
+        if not summaries:
+            what = "failed traces" if trace_id == "latest-failed" else "traces"
+            raise TraceLoadError(f"the store has no {what}", source=local.path)
+        if trace_id is None and len(local.list_traces(limit=2)) > 1:
+            listing = ", ".join(f"{t.trace_id} ({t.root_boundary or t.root_name})" for t in summaries)
+            raise TraceLoadError(
+                f"several traces and no trace_id given (or 'latest', 'latest-failed'); most recent: {listing}",
+                source=local.path,
+            )
+        trace_id = summaries[0].trace_id
+        if not isinstance(trace_id, str):
+            raise TraceLoadError("the store's index lists a trace id that is not text", source=local.path)
+    wanted = trace_id.strip().lower()
+    spans: list[SpanRecord] = []
+    for number, request in enumerate(local.read_requests(wanted), 1):
+        spans.extend(spans_of_request(request, source=f"{local.path} (trace {wanted}, line {number})"))
+    if not spans:
+        recent = [t.trace_id for t in local.list_traces(limit=10)]
+        raise TraceNotFoundError(trace_id, source=local.path, candidates=recent)
+    if not any(span.trace_id == wanted for span in spans):
+        raise TraceLoadError(f"the store's lines for trace {wanted} hold none of its spans", source=local.path)
+    return spans, wanted
+
+
+def _fetcher(store: StoreReader | None, trace_id: str) -> Fetch | None:
+    """Whole payloads by hash: the store's payload table, else the whole attributes of the store's own copy
+    of the trace (a backend may cut attributes that were whole when recorded, e.g. Zipkin at 128 characters)."""
+    if store is None:
+        return None
+    recorded: dict[str, bytes] | None = None
+
+    def fetch(digest: str) -> bytes | None:
+        nonlocal recorded
+        data = store.get_payload(digest)
+        if data is not None:
+            return data
+        if recorded is None:
+            recorded = _whole_attributes(store, trace_id)
+        return recorded.get(digest)
+
+    return fetch
+
+
+def _whole_attributes(store: StoreReader, trace_id: str) -> dict[str, bytes]:
+    found: dict[str, bytes] = {}
+    try:
+        spans = [span for request in store.read_requests(trace_id) for span in spans_of_request(request)]
+    except ChronicleError:  # an unreadable store only means nothing to rehydrate from
+        return found
+    for span in spans:
+        attrs = span.attributes
+        for keys in semconv.PAYLOAD_KEYS:
+            text, digest = attrs.get(keys.text), attrs.get(keys.hash)
+            if isinstance(text, str) and isinstance(digest, str):
+                data = text.encode("utf-8", "surrogatepass")
+                if payload_digest(data) == digest:
+                    found[digest] = data
+    return found
+
+
+def _select(traces: Mapping[str, Mapping[str, SpanRecord]], trace_id: str | None, source: str) -> str:
+    if not traces:
+        raise TraceLoadError("no spans", source=source, expected="OTLP/JSON trace data")
+    if trace_id is not None:
+        wanted = trace_id.strip().lower()
+        if wanted not in traces:
+            raise TraceNotFoundError(trace_id, source=source, candidates=sorted(traces))
+        return wanted
+    if len(traces) > 1:
+        listing = ", ".join(f"{tid} ({_root_name(spans)})" for tid, spans in list(traces.items())[:10])
+        raise TraceLoadError(f"{len(traces)} traces and no trace_id given; pick one of: {listing}", source=source)
+    return next(iter(traces))
+
+
+def _root_name(spans: Mapping[str, SpanRecord]) -> str:
+    roots = [s for s in spans.values() if s.parent_span_id is None]
+    return roots[0].name if roots else "no root"

@@ -1,0 +1,276 @@
+"""The neutral model of a recorded run: spans, boundaries and their payloads.
+
+Loading builds it (:mod:`chronicle_otel.load`), replay reads it (:mod:`chronicle_otel.replay`); this module imports
+neither, nor anything of the recording pipeline. Every object is immutable.
+
+API:
+    :class:`Trace` — a recorded run: every span, the boundary calls in call order, the root boundary.
+    :class:`Boundary` — one recorded boundary call, its payloads decoded on first access.
+    :class:`SpanRecord` — one span as loaded from a trace source.
+    :class:`Payload` — one recorded payload (input, output or error) and whether it is whole.
+    :class:`ReplayedError` — a recorded exception whose class may not be rebuilt.
+    :func:`format_key` — ``run_agent[0] > plan[1]``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from .codec import UnresolvedObject, decode, decode_value
+from .errors import CodecError, ReplayError
+
+__all__ = ["Boundary", "CallKey", "Payload", "ReplayedError", "SpanRecord", "Trace", "format_key"]
+
+CallKey = tuple[tuple[str, int], ...]
+"""The chain of ``(boundary name, call index)`` from the root boundary down to a call."""
+
+
+@dataclasses.dataclass(frozen=True)
+class SpanRecord:
+    """One span as loaded from a trace source (boundary or not: service spans are kept as context).
+
+    Attributes:
+        trace_id: 32 lowercase hex digits.
+        span_id: 16 lowercase hex digits.
+        parent_span_id: the parent's span id, or None for a root.
+        name: span name.
+        kind: OTLP span kind number (1 internal, 2 server, 3 client, 4 producer, 5 consumer; 0 unknown).
+        start_ns, end_ns: times in ns since the epoch.
+        attributes: attribute values as Python values (64-bit integers exact).
+        status: ``UNSET``, ``OK`` or ``ERROR``.
+        status_message: the status description.
+        events: ``{"name", "time_ns", "attributes"}`` dicts.
+        links: ``{"trace_id", "span_id", "attributes", "trace_state", "flags"}`` dicts.
+        resource: resource attributes (empty when the source drops them).
+        scope: instrumentation scope name.
+        trace_state: the W3C ``tracestate`` header of the span context (empty when none).
+        flags: the OTLP span flags (trace flags and the parent's is-remote bits; 0 when the source has none).
+    """
+
+    trace_id: str
+    span_id: str
+    parent_span_id: str | None
+    name: str
+    kind: int
+    start_ns: int
+    end_ns: int
+    attributes: Mapping[str, Any]
+    status: str = "UNSET"
+    status_message: str = ""
+    events: tuple[Mapping[str, Any], ...] = ()
+    links: tuple[Mapping[str, Any], ...] = ()
+    resource: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    scope: str = ""
+    trace_state: str = ""
+    flags: int = 0
+    origin: str = dataclasses.field(default="", compare=False)
+    """Where the span was read: ``file.jsonl:3``, ``store:<trace id>``, a URL…"""
+
+
+@dataclasses.dataclass(frozen=True)
+class Payload:
+    """One recorded payload (input, output or error) of a boundary.
+
+    Attributes:
+        text: the whole canonical JSON text, or the prefix the span kept when the whole is missing.
+        digest: ``sha256:<hex>`` recorded on the span.
+        status: ``ok`` (whole, hash verified), ``rehydrated`` (whole, fetched from the payload store by hash),
+            ``missing`` (only a prefix: neither the span nor the store has the whole), ``unverified`` (no hash).
+    """
+
+    text: str
+    digest: str | None
+    status: str
+
+    @property
+    def complete(self) -> bool:
+        """True when :attr:`text` is the whole payload."""
+        return self.status != "missing"
+
+
+class ReplayedError(Exception):
+    """A recorded exception whose class may not be rebuilt (not registered or allowed).
+
+    Attributes:
+        type_name: the fully qualified class name of the original exception.
+        message: ``str()`` of the original exception.
+        recorded_args: its ``args``, decoded.
+    """
+
+    def __init__(self, type_name: str, message: str, args: Sequence[Any] = ()) -> None:
+        self.type_name = type_name
+        self.message = message
+        self.recorded_args = tuple(args)
+        super().__init__(f"{type_name}: {message}")
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Boundary:
+    """One recorded boundary call.
+
+    Payload fields (:attr:`input`, :attr:`output`, :attr:`error`) are decoded on first access with the
+    trace's allow-list; typed objects are rebuilt only for registered or allowed classes.
+
+    Attributes:
+        name: boundary name.
+        kind: boundary kind (``llm``, ``tool``…).
+        call_index: ordinal among same-named calls under the same parent boundary.
+        call_key: ``((name, index), …)`` from the root boundary down to this call.
+        span_id: the span id (16 hex digits).
+        parent: the nearest ancestor boundary, or None.
+        session: ``chronicle.session.*`` values, unprefixed.
+        start_ns, end_ns: times in ns.
+        status: span status (``UNSET``, ``OK``, ``ERROR``).
+        stream: the output was a stream (generator).
+        stream_state: ``complete``, ``abandoned``, ``error`` or None.
+        function: ``module.qualname`` of the recorded function, when known.
+        raw_input, raw_output, raw_error: the :class:`Payload` records (None when absent).
+        span: the underlying :class:`SpanRecord`.
+    """
+
+    name: str
+    kind: str
+    call_index: int
+    call_key: CallKey
+    span_id: str
+    parent: Boundary | None
+    session: Mapping[str, Any]
+    start_ns: int
+    end_ns: int
+    status: str
+    stream: bool
+    stream_state: str | None
+    function: str | None
+    raw_input: Payload | None
+    raw_output: Payload | None
+    raw_error: Payload | None
+    span: SpanRecord = dataclasses.field(repr=False)
+    allow: tuple[str, ...] = dataclasses.field(default=(), repr=False)
+
+    def __repr__(self) -> str:
+        return f"Boundary({self.name!r}, kind={self.kind!r}, key={format_key(self.call_key)}, status={self.status})"
+
+    def _decode(self, payload: Payload | None, what: str, allow: Iterable[str] | None = None) -> Any:
+        if payload is None:
+            return None
+        if not payload.complete:
+            where = f" at {self.span.origin}" if self.span.origin else ""
+            raise ReplayError(
+                f"the {what} of boundary {format_key(self.call_key)} (span {self.span_id}{where}) was truncated to "
+                f"{len(payload.text)} characters and the payload store has no copy of {payload.digest}; "
+                "load the trace with the store that recorded it (store=...)"
+            )
+        try:
+            return decode(payload.text, allow=self.allow if allow is None else tuple(allow))
+        except RecursionError:
+            raise CodecError(f"the {what} of boundary {format_key(self.call_key)} nests too deep to decode") from None
+
+    @functools.cached_property
+    def input(self) -> dict[str, Any]:
+        """The recorded arguments ``{param: value}``."""
+        value = self._decode(self.raw_input, "input")
+        return value if isinstance(value, dict) else {}
+
+    @functools.cached_property
+    def output(self) -> Any:
+        """The recorded return value (for a stream: the list of yielded items); None when the call raised."""
+        return self._decode(self.raw_output, "output")
+
+    @functools.cached_property
+    def error(self) -> BaseException | None:
+        """The recorded exception, rebuilt when its class is allowed, else a :class:`ReplayedError`."""
+        return self.decode_error()
+
+    def decode_input(self, allow: Iterable[str] | None = None) -> dict[str, Any]:
+        """The input decoded with ``allow`` instead of the trace's allow-list."""
+        value = self._decode(self.raw_input, "input", allow)
+        return value if isinstance(value, dict) else {}
+
+    def decode_output(self, allow: Iterable[str] | None = None) -> Any:
+        """The output decoded with ``allow`` instead of the trace's allow-list."""
+        return self._decode(self.raw_output, "output", allow)
+
+    def decode_error(self, allow: Iterable[str] | None = None) -> BaseException | None:
+        """The error decoded with ``allow``: the original class when allowed, else :class:`ReplayedError`."""
+        payload = self.raw_error
+        if payload is None:
+            return None
+        self._decode(payload, "error", ())  # raises the clear error when the payload is incomplete
+        envelope = orjson.loads(payload.text)
+        if not isinstance(envelope, dict):
+            return None
+        type_name = str(envelope.get("type", "builtins.Exception"))
+        message = str(envelope.get("message", ""))
+        tagged = {"$type": "exception", "class": type_name, "message": message, "args": envelope.get("args") or []}
+        try:
+            value = decode_value(tagged, allow=self.allow if allow is None else tuple(allow))
+        except RecursionError:
+            raise CodecError(f"the error of boundary {format_key(self.call_key)} nests too deep to decode") from None
+        if isinstance(value, BaseException):
+            return value
+        args = value.data.get("args", []) if isinstance(value, UnresolvedObject) else []
+        return ReplayedError(type_name, message, args)
+
+    @property
+    def failed(self) -> bool:
+        """True when the call raised."""
+        return self.raw_error is not None
+
+
+def format_key(key: Sequence[tuple[str, int]]) -> str:
+    """``run_agent[0] > plan[1]``."""
+    return " > ".join(f"{name}[{index}]" for name, index in key) or "<root>"
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Trace:
+    """A recorded run: every span of one trace, and its boundaries in call order.
+
+    Attributes:
+        trace_id: 32 lowercase hex digits.
+        spans: all spans, boundary or not, ordered by start time.
+        boundaries: the boundary calls in call order (start time).
+        root: the outermost boundary (None when the trace has no boundary).
+        source: where it was loaded from.
+        warnings: problems found while loading (missing root span, missing payloads…).
+    """
+
+    trace_id: str
+    spans: tuple[SpanRecord, ...]
+    boundaries: tuple[Boundary, ...]
+    root: Boundary | None
+    source: str = ""
+    warnings: tuple[str, ...] = ()
+
+    def __repr__(self) -> str:
+        root = self.root.name if self.root else None
+        return f"Trace({self.trace_id}, root={root!r}, boundaries={len(self.boundaries)}, spans={len(self.spans)})"
+
+    def by_key(self) -> dict[CallKey, list[Boundary]]:
+        """Boundaries grouped by call key (concurrent siblings may share one)."""
+        out: dict[CallKey, list[Boundary]] = {}
+        for b in self.boundaries:
+            out.setdefault(b.call_key, []).append(b)
+        return out
+
+    def find(self, name: str) -> list[Boundary]:
+        """The boundaries called ``name``, in call order."""
+        return [b for b in self.boundaries if b.name == name]
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Write a portable, self-contained OTLP/JSON file of this trace (payloads inlined).
+
+        The file holds one ``ExportTraceServiceRequest`` per line, like the Collector's ``file`` exporter;
+        truncated payload attributes are replaced by the whole payloads, so the file replays without a
+        payload store. A ``.gz`` suffix writes gzip. Returns the path. Linear in the size of the trace.
+        """
+        from ._internal.otlp_json import write_trace_file
+
+        return write_trace_file(self, path)

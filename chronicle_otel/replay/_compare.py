@@ -1,0 +1,70 @@
+"""Comparing a live call with its recording, redacted as the boundary's own configuration redacts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from ..codec import encode
+from ..errors import ReplayError
+from ..model import Boundary
+from ..redact import Redactor, error_secrets, scrub_text
+from ._report import Finding, diff_lines
+
+
+class Comparer:
+    """Notes, for each live call, how its output or error differs from the recording.
+
+    The recorded payloads were redacted when recorded; the live values are redacted the same way (the boundary's
+    own redactor, and the values it redacted from this call's input) before they are compared.
+    """
+
+    def __init__(self) -> None:
+        self._redaction: dict[str, tuple[Redactor | None, list[str]]] = {}
+
+    def expect(self, rec: Boundary, redactor: Redactor | None, secrets: list[str]) -> None:
+        """``rec`` runs live: remember how to redact its output."""
+        self._redaction[rec.span_id] = (redactor, secrets)
+
+    def compare(self, rec: Boundary, value: Any, exc: BaseException | None) -> Finding | None:
+        """A finding when the live ``value`` (or ``exc``) differs from the recording of ``rec``."""
+        redactor, secrets = self._redaction.get(rec.span_id, (None, []))
+        try:
+            if exc is not None:
+                return self._compare_error(rec, exc, redactor, secrets)
+            actual = encode(value, redact=redactor).decode()
+            if rec.failed and not rec.stream:
+                return Finding("output-changed", rec.call_key, f"now returns; recorded {describe(rec)}")
+            if rec.raw_output is None or not rec.raw_output.complete or rec.raw_output.text != actual:
+                recorded = rec.raw_output.text if rec.raw_output is not None else None
+                return Finding("output-changed", rec.call_key, "output differs", tuple(diff_lines(recorded, actual)))
+        except ReplayError as err:
+            return Finding("output-changed", rec.call_key, f"cannot compare: {err}")
+        return None
+
+    @staticmethod
+    def _compare_error(
+        rec: Boundary, exc: BaseException, redactor: Redactor | None, secrets: list[str]
+    ) -> Finding | None:
+        envelope: Any = {}
+        if rec.raw_error is not None and rec.raw_error.complete:
+            try:
+                envelope = orjson.loads(rec.raw_error.text)
+            except orjson.JSONDecodeError:
+                envelope = {}
+        message = str(exc) if redactor is None else scrub_text(redactor, str(exc), error_secrets(exc, secrets))
+        recorded_type = envelope.get("type") if isinstance(envelope, dict) else None
+        recorded_message = envelope.get("message") if isinstance(envelope, dict) else None
+        if recorded_type == f"{type(exc).__module__}.{type(exc).__qualname__}" and recorded_message == message:
+            return None
+        return Finding(
+            "output-changed", rec.call_key, f"now raises {type(exc).__name__}: {message}; recorded {describe(rec)}"
+        )
+
+
+def describe(rec: Boundary) -> str:
+    """``output {...}`` or ``error {...}`` of a recording, cut for a message."""
+    if rec.failed and rec.raw_error is not None:
+        return f"error {rec.raw_error.text[:200]}"
+    return f"output {rec.raw_output.text[:200] if rec.raw_output else 'null'}"

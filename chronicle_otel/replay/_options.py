@@ -1,0 +1,87 @@
+"""The options of a replay, in one place: ``replay()``, :class:`ReplayRun`, its decorator form and the pytest plugin."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from enum import Enum
+from typing import Any
+
+from ..errors import ConfigError
+
+
+class InputMismatch(str, Enum):
+    """What a stubbed call whose input differs from the recording does."""
+
+    ERROR = "error"
+    WARN = "warn"
+    IGNORE = "ignore"
+
+
+class OnMissing(str, Enum):
+    """What a call with no recording does."""
+
+    ERROR = "error"
+    LIVE = "live"
+
+
+def _choice(enum: type[Enum], name: str, value: Any) -> Any:
+    try:
+        return enum(value)
+    except ValueError:
+        raise ConfigError(name, value, "one of " + ", ".join(repr(m.value) for m in enum)) from None
+
+
+def _selectors(name: str, value: Iterable[str]) -> tuple[str, ...]:
+    if isinstance(value, str):
+        raise ConfigError(name, value, "a set of selectors, not a string")
+    try:
+        items = tuple(value)
+    except TypeError:
+        raise ConfigError(name, value, "an iterable of selectors") from None
+    for item in items:
+        if not isinstance(item, str) or not item:
+            raise ConfigError(name, item, "a boundary name, a glob or 'kind:<kind>'")
+    return items
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplayOptions:
+    """How a replay treats each boundary call (the keyword arguments of :func:`~chronicle_otel.replay`).
+
+    Values are checked when the object is built: a bad one raises :class:`~chronicle_otel.errors.ConfigError`
+    listing the valid ones.
+    """
+
+    stub: tuple[str, ...] = ("kind:llm",)
+    """Selectors of boundaries answered from the recording: names, globs (``"crm.*"``) or ``"kind:<kind>"``."""
+    live: tuple[str, ...] = ()
+    """Selectors of boundaries that run the current code; they win over ``stub``."""
+    default: str = "live"
+    """What boundaries matched by neither do: ``"live"`` or ``"stub"``."""
+    on_input_mismatch: InputMismatch = InputMismatch.WARN
+    """A stubbed call whose input differs: ``"warn"`` (drift), ``"error"`` (divergence) or ``"ignore"``."""
+    on_missing: OnMissing = OnMissing.ERROR
+    """A call with no recording: ``"error"`` (divergence) or ``"live"``."""
+    strict: bool = False
+    """Drift also makes ``report.ok`` false."""
+    allow: tuple[str, ...] | None = None
+    """Module prefixes whose classes recorded values may be rebuilt as; None: the top-level packages that define
+    boundaries in this process."""
+    emit_spans: bool = True
+    """Record the replay's own spans (``chronicle.replay.of`` and a link to each original span)."""
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__
+        set_(self, "stub", _selectors("stub", self.stub))
+        set_(self, "live", _selectors("live", self.live))
+        if self.default not in ("live", "stub"):
+            raise ConfigError("default", self.default, "'live' or 'stub'")
+        set_(self, "on_input_mismatch", _choice(InputMismatch, "on_input_mismatch", self.on_input_mismatch))
+        set_(self, "on_missing", _choice(OnMissing, "on_missing", self.on_missing))
+        if self.allow is not None:
+            set_(self, "allow", _selectors("allow", self.allow))
+        if not isinstance(self.strict, bool):
+            raise ConfigError("strict", self.strict, "True or False")
+        if not isinstance(self.emit_spans, bool):
+            raise ConfigError("emit_spans", self.emit_spans, "True or False")

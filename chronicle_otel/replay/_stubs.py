@@ -1,0 +1,60 @@
+"""Stubs: bodies that answer a call from its recording, shaped like the function they stand in for."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
+
+from .._internal.hooks import Shape
+from ..model import Boundary
+
+
+def stub_body(shape: Shape, rec: Boundary, allow: tuple[str, ...]) -> Callable[..., Any]:
+    """A callable that returns the recorded output (rebuilt), re-raises the recorded error or re-yields the stream.
+
+    Sync or async, generator or async generator, as ``shape`` says; the recording is decoded when the stub runs.
+    """
+
+    def result() -> Any:
+        if rec.failed and not rec.stream:
+            raise _error(rec, allow)
+        return rec.decode_output(allow)
+
+    def items() -> list[Any]:
+        value = rec.decode_output(allow)
+        return list(value) if isinstance(value, (list, tuple)) else []
+
+    if shape == "async":
+
+        async def async_body(*args: Any, **kwargs: Any) -> Any:
+            return result()
+
+        return async_body
+    if shape == "gen":
+
+        def gen_body(*args: Any, **kwargs: Any) -> Iterator[Any]:
+            yield from items()
+            if rec.failed:
+                raise _error(rec, allow)
+
+        return gen_body
+    if shape == "agen":
+
+        async def agen_body(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+            for item in items():
+                yield item
+            if rec.failed:
+                raise _error(rec, allow)
+
+        return agen_body
+
+    def body(*args: Any, **kwargs: Any) -> Any:
+        return result()
+
+    return body
+
+
+def _error(rec: Boundary, allow: tuple[str, ...]) -> BaseException:
+    error = rec.decode_error(allow)
+    assert error is not None  # rec.failed
+    return error
