@@ -637,7 +637,6 @@ def error_secrets(exc: BaseException, own: Iterable[str]) -> list[str]:
     return secrets
 
 
-
 _MIN_SECRET_LENGTH = 4
 _MAX_SECRETS = 64
 
