@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import dataclasses
 import functools
 import inspect
 from collections.abc import Callable, Iterable
@@ -49,13 +50,24 @@ class ReplayRun:
     Args:
         trace: the recorded run.
         options: how each call is treated (:class:`ReplayOptions`).
+        **settings: the fields of :class:`ReplayOptions` instead of ``options`` (``stub=``, ``live=``…).
     """
 
-    def __init__(self, trace: Trace, options: ReplayOptions | None = None) -> None:
+    def __init__(self, trace: Trace, options: ReplayOptions | None = None, **settings: Any) -> None:
         if not isinstance(trace, Trace):
             raise ConfigError("trace", trace, "a Trace from load_trace()")
+        if options is not None and settings:
+            raise ConfigError("options", options, "either a ReplayOptions or keyword settings, not both")
+        if options is None:
+            unknown = sorted(set(settings) - {f.name for f in dataclasses.fields(ReplayOptions)})
+            if unknown:
+                raise ConfigError(unknown[0], settings[unknown[0]], "a field of ReplayOptions")
+            settings = {
+                k: (tuple(v) if k in ("stub", "live", "allow") and v is not None else v) for k, v in settings.items()
+            }
+            options = ReplayOptions(**settings)
         self.trace = trace
-        self.options = options if options is not None else ReplayOptions()
+        self.options = options
         self.report = ReplayReport(strict=self.options.strict)
         self._frame: contextvars.ContextVar[Frame | None] = contextvars.ContextVar(
             "chronicle_replay_frame", default=None
