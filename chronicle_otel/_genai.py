@@ -16,6 +16,7 @@ from typing import Any, Final
 
 from . import semconv
 from ._session import AttributeValue
+from .redact import Redactor
 
 GENAI_OPERATION: Final = "chat"
 """The ``gen_ai.operation.name`` of ``llm`` boundaries."""
@@ -75,13 +76,16 @@ def request_parameters(parameters: Iterable[str]) -> dict[str, str]:
     return {p: key for p, key in GENAI_REQUEST_PARAMETERS.items() if p in names}
 
 
-def request_attributes(bound: Mapping[str, Any], parameters: Mapping[str, str]) -> dict[str, AttributeValue]:
-    """The GenAI request attributes of one call's bound arguments (``parameters`` from :func:`request_parameters`)."""
+def request_attributes(
+    bound: Mapping[str, Any], parameters: Mapping[str, str], redactor: Redactor | None = None
+) -> dict[str, AttributeValue]:
+    """The GenAI request attributes of one call's bound arguments (``parameters`` from :func:`request_parameters`);
+    strings go through ``redactor`` (a model name may be a URL with a password)."""
     out: dict[str, AttributeValue] = {}
     for param, key in parameters.items():
         value = attribute_scalar(bound.get(param))
         if value is not None:
-            out[key] = value
+            out[key] = redactor.redact_text(value) if redactor is not None and isinstance(value, str) else value
     return out
 
 
@@ -91,15 +95,16 @@ def _field(obj: Any, name: str) -> Any:
     return getattr(obj, name, None)
 
 
-def response_attributes(result: Any) -> dict[str, AttributeValue]:
-    """The GenAI response attributes (model, id, token usage) found in an ``llm`` boundary's result."""
+def response_attributes(result: Any, redactor: Redactor | None = None) -> dict[str, AttributeValue]:
+    """The GenAI response attributes (model, id, token usage) found in an ``llm`` boundary's result; strings go
+    through ``redactor``."""
     out: dict[str, AttributeValue] = {}
     model = _field(result, "model")
     if isinstance(model, str):
-        out[semconv.GEN_AI_RESPONSE_MODEL] = model
+        out[semconv.GEN_AI_RESPONSE_MODEL] = redactor.redact_text(model) if redactor is not None else model
     rid = _field(result, "id")
     if isinstance(rid, str):
-        out[semconv.GEN_AI_RESPONSE_ID] = rid
+        out[semconv.GEN_AI_RESPONSE_ID] = redactor.redact_text(rid) if redactor is not None else rid
     usage = _field(result, "usage")
     if usage is not None:
         for key, names in _USAGE:

@@ -88,7 +88,7 @@ class Call:
                     data = encode(result, redact=config.redact)
                     put_payload(self.attrs, self.pending, semconv.OUTPUT_KEYS, data, config.max_attribute_length)
                     if self.spec.genai and config.genai_attributes:
-                        self.attrs.update(response_attributes(result))
+                        self.attrs.update(response_attributes(result, config.redact))
             finally:
                 self._end()
         except Exception as exc:
@@ -180,7 +180,7 @@ def begin(
         parent_ctx = context_api.get_current()
         if parent_ctx.get(_SUPPRESS_KEY):
             return None
-        attrs: dict[str, AttributeValue] = dict(spec.static)
+        attrs: dict[str, AttributeValue] = dict(spec.static_for(config.redact))
         attrs[semconv.CALL_INDEX] = next_call_index(parent_ctx, spec.name)
         if stream:
             attrs[semconv.STREAM] = True
@@ -202,7 +202,7 @@ def begin(
             bound = binder.bind(args, kwargs, body is not spec.raw and instance is not None)
             call._input(bound)
             if spec.genai_args and config.genai_attributes:
-                call.attrs.update(request_attributes(bound, spec.genai_args))
+                call.attrs.update(request_attributes(bound, spec.genai_args, config.redact))
     except Exception as exc:
         spec.start_guard.absorb(exc)
     return call

@@ -31,6 +31,7 @@ from ._session import AttributeValue
 from .codec import CODEC_VERSION
 from .config import ChronicleConfig
 from .errors import ChronicleWarning, ConfigError
+from .redact import REDACTED, Redactor
 
 if TYPE_CHECKING:
     Wrapper = wrapt.FunctionWrapper[..., Any]
@@ -123,6 +124,8 @@ class Spec:
         "shape",
         "start_guard",
         "static",
+        "static_redacted",
+        "user_attributes",
     )
 
     def __init__(
@@ -158,9 +161,29 @@ class Spec:
         if self.genai:
             static.update(static_attributes(provider))
         self.static = static
+        self.user_attributes = frozenset(attributes or ())
+        self.static_redacted: tuple[object, dict[str, AttributeValue]] | None = None
         self.start_guard = handle_internal_errors("starting boundary %r", name)
         self.input_guard = handle_internal_errors("recording the input of boundary %r", name)
         self.end_guard = handle_internal_errors("recording the outcome of boundary %r", name)
+
+    def static_for(self, redactor: Redactor | None) -> dict[str, AttributeValue]:
+        """The static attributes with the user's own (``attributes=``) redacted by ``redactor``; computed once per
+        redactor, since they do not change from call to call."""
+        cached = self.static_redacted
+        if cached is not None and cached[0] is redactor:
+            return cached[1]
+        static = self.static
+        if redactor is not None and self.user_attributes:
+            static = dict(static)
+            for key in self.user_attributes:
+                value = static[key]
+                if redactor.redact_key(key):
+                    static[key] = REDACTED
+                elif isinstance(value, str):
+                    static[key] = redactor.redact_text(value)
+        self.static_redacted = (redactor, static)
+        return static
 
     def run(
         self,

@@ -788,7 +788,13 @@ def _dec_decimal(d: _Decoder, v: dict[str, Any], depth: int) -> Any:
     text = _str(v, "value")
     if len(text) > MAX_INT_DIGITS + 64:
         raise CodecError(f"decimal with more than MAX_INT_DIGITS ({MAX_INT_DIGITS}) digits")
-    return Decimal(text)
+    value = Decimal(text)
+    if value.is_finite() and abs(value.adjusted()) > _MAX_DECIMAL_EXPONENT:
+        raise CodecError(f"decimal exponent beyond ±{_MAX_DECIMAL_EXPONENT}")
+    return value
+
+
+_MAX_DECIMAL_EXPONENT: Final = 999_999  # decimal's default context: a larger one explodes in later arithmetic
 
 
 def _dec_uuid(d: _Decoder, v: dict[str, Any], depth: int) -> Any:

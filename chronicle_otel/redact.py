@@ -52,6 +52,7 @@ from __future__ import annotations
 import base64
 import binascii
 import contextvars
+import json
 import re
 from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
@@ -588,12 +589,26 @@ def scrub_text(redactor: Redactor | None, text: str, secrets: Iterable[str] = ()
 
         scrub_text(PatternRedactor(), "login hunter22 failed", ["hunter22"])  # 'login [REDACTED] failed'
     """
-    for secret in sorted(set(secrets), key=len, reverse=True):
+    for secret in sorted(_escaped_forms(secrets), key=len, reverse=True):
         if secret in text:
             text = text.replace(secret, REDACTED)
     if redactor is not None:
         text = redactor.redact_text(text)
     return text
+
+
+def _escaped_forms(secrets: Iterable[str]) -> set[str]:
+    """Each secret as written in error text: as is, inside ``repr()`` (``f"{value!r}"``) and inside JSON."""
+    forms: set[str] = set()
+    for secret in secrets:
+        if not secret:
+            continue
+        forms.add(secret)
+        forms.add(repr(secret)[1:-1])
+        forms.add(json.dumps(secret)[1:-1])
+        forms.add(json.dumps(secret, ensure_ascii=False)[1:-1])
+    forms.discard("")
+    return forms
 
 
 # The strings scrubbed from recent errors, by exception: an exception leaving several boundaries (or wrapped by

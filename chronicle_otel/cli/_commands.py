@@ -92,7 +92,7 @@ def _list(args: argparse.Namespace, out: TextIO) -> int:
         )
         ms = f"{t.duration_ns / 1e6:9.2f}" if t.duration_ns is not None else f"{'-':>9s}"
         print(
-            f"{t.trace_id}  {started:19s}  {_clean((t.root_boundary or '-')[:20]):20s} {t.span_count:5d} {ms}  "
+            f"{_clean(t.trace_id)}  {started:19s}  {_clean((t.root_boundary or '-')[:20]):20s} {t.span_count:5d} {ms}  "
             f"{_clean(t.status)}",
             file=out,
         )
@@ -201,13 +201,14 @@ def _literal(text: str) -> str:
 def _import_line(root: Boundary, project: Path) -> str:
     """The import of the module that defines the root boundary, from its recorded ``module.qualname``.
 
-    Recorded names are untrusted: the import is written only when every part is a plain identifier and the
-    top-level package is a file or folder of the project directory itself (never a module of the standard library
-    or of site-packages, whose import could have side effects chosen by whoever wrote the trace). Nothing is
-    imported here.
+    Recorded names are untrusted, and importing a module runs it. The import is written only when the recorded
+    module is a source file of the project directory itself that uses chronicle_otel: every part a plain ASCII
+    identifier, no ``__main__``, each package level a regular folder with an ``__init__.py`` (so it cannot lose to an
+    installed module of the same name, as a folder without one does), no symbolic link, and the file mentioning
+    ``chronicle_otel``. Otherwise a comment asks for the import. Nothing is imported here.
     """
     module = _module_of(root.function) if isinstance(root.function, str) else None
-    if module and module != "__main__" and _in_project(module, project):
+    if module and _project_module(module, project) is not None:
         return f"import {module}  # noqa: F401 - defines the boundaries replayed here\n"
     return f"# import the module that defines the boundary {_literal(root.name)} here, so replay can find it\n"
 
@@ -225,9 +226,32 @@ def _module_of(function: str) -> str | None:
     return ".".join(names) or None
 
 
-def _in_project(module: str, project: Path) -> bool:
-    top = module.split(".", 1)[0]
-    return (project / top).is_dir() or (project / f"{top}.py").is_file()
+_MAX_SOURCE_BYTES = 4 << 20
+
+
+def _project_module(module: str, project: Path) -> Path | None:
+    """The source file of ``module`` inside ``project`` when it qualifies for an import (see :func:`_import_line`)."""
+    parts = module.split(".")
+    if "__main__" in parts or parts[0] in sys.builtin_module_names or parts[0] in sys.stdlib_module_names:
+        return None
+    folder = project
+    for part in parts[:-1]:
+        folder = folder / part
+        init = folder / "__init__.py"
+        if folder.is_symlink() or not folder.is_dir() or init.is_symlink() or not init.is_file():
+            return None
+    leaf = folder / parts[-1]
+    candidates = [leaf / "__init__.py", leaf.with_name(f"{parts[-1]}.py")]
+    for source in candidates:
+        if source.is_symlink() or not source.is_file() or (leaf.is_symlink()):
+            continue
+        try:
+            if source.stat().st_size > _MAX_SOURCE_BYTES or b"chronicle_otel" not in source.read_bytes():
+                return None
+        except OSError:
+            return None
+        return source
+    return None
 
 
 def _gen_test(trace: Trace, args: argparse.Namespace, out: TextIO) -> int:

@@ -204,6 +204,7 @@ def test_depth_is_bounded() -> None:
         {"$type": "complex", "real": {"$type": "int", "value": "9" * 400}, "imag": 0},
         {"$type": "int", "value": "9" * 5000},
         {"$type": "decimal", "value": "9" * 100_000},
+        {"$type": "decimal", "value": "1e999999999999999999"},
         {"$type": "float", "value": "1" * 1000},
         {"$type": "datetime", "iso": "2026-01-01T00:00:00", "tz": "../../etc/passwd"},
         {"$type": "datetime", "iso": 5},

@@ -168,11 +168,21 @@ def test_recorded_names_enter_generated_code_only_as_literals(recorder: Recorder
 
 def test_the_import_is_written_only_for_project_modules(recorder: Recorder, project: Path) -> None:
     path = recorded_file(recorder, project)
+    (project / "venv").mkdir()  # a folder without __init__.py loses to the standard library's venv package
+    (project / "test").mkdir()
+    (project / "setup.py").write_text("raise SystemExit('setup ran')\n")  # a project file that is no boundary module
+    (project / "evilapp" / "linked.py").symlink_to(project / "evilapp" / "tools.py")
+    (project / "evilapp" / "__main__.py").write_text("import chronicle_otel\n")
     for recorded, expected in [
         ("evilapp.tools.agent", "import evilapp.tools  #"),
         ("antigravity.fly", "# import the module"),  # the standard library: its import has side effects
         ("pytest.main", "# import the module"),  # site-packages
-        ("evilapp.class.agent", "import evilapp  #"),  # a keyword stops the module path
+        ("venv.__main__.run_agent", "# import the module"),  # runs the venv tool when imported
+        ("test.__main__.agent", "# import the module"),
+        ("setup.agent", "# import the module"),  # in the project, but it does not use chronicle_otel
+        ("evilapp.linked.agent", "# import the module"),  # a symbolic link
+        ("evilapp.__main__.agent", "# import the module"),
+        ("evilapp.class.agent", "# import the module"),  # a keyword stops the path at evilapp, which records nothing
         ("évilapp.tools.agent", "# import the module"),  # non-ASCII identifiers are not written
     ]:
         tamper(path, "evil.agent", {sc.CODE_FUNCTION: recorded})
