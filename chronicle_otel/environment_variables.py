@@ -131,7 +131,8 @@ CHRONICLE_MAX_RESPONSE_BYTES: Final = "CHRONICLE_MAX_RESPONSE_BYTES"
 """
 .. envvar:: CHRONICLE_MAX_RESPONSE_BYTES
 
-Largest body, in bytes, read from a trace backend for one HTTP request. Default: 268435456 (256 MiB).
+Largest total, in bytes, of the bodies read from a trace backend for one trace (every page and project listing
+included). Default: 268435456 (256 MiB).
 """
 
 CHRONICLE_HTTP_TIMEOUT: Final = "CHRONICLE_HTTP_TIMEOUT"

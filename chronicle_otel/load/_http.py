@@ -5,8 +5,9 @@ A backend's answers are untrusted input, read under the bounds of :class:`~chron
 - one request (connecting, waiting, reading and inflating the whole body, following redirects) ends within
   ``http_timeout`` seconds: httpx's own timeouts are set to the time left, the clock is checked between chunks, and
   a watchdog shuts the connection down when the deadline passes, so a server trickling bytes cannot outlast it;
-- a body may not exceed ``max_response_bytes``, before or after ``Content-Encoding`` (gzip, deflate) is undone: a
-  larger ``Content-Length`` is refused before reading, a chunked body is cut off as soon as it passes the limit;
+- the bodies read for one ``spans()`` call (every page and project listing of a paged source together) may not exceed
+  ``max_response_bytes``, before or after ``Content-Encoding`` (gzip, deflate) is undone: a ``Content-Length`` larger
+  than what is left is refused before reading, a chunked body is cut off as soon as it passes the limit;
 - redirects are followed only within the same origin (scheme, host, port), at most a few, so credentials from
   ``user:password@`` in the URL or from ``headers=`` are never sent anywhere else;
 - every transport or protocol failure, and every answer of the wrong shape, is a
@@ -198,6 +199,8 @@ class _Session:
         self._secrets = source._secrets
         self._limits = source.limits
         self._origin = _origin(httpx.URL(source.base))
+        self._spent = 0  # bytes of the bodies read so far: max_response_bytes bounds them all together
+        self._answers = 0
         try:
             self._client = httpx.Client(
                 verify=_tls_context(),
@@ -299,11 +302,14 @@ class _Session:
             excerpt = self._excerpt(response, url, deadline)
             what = f"HTTP {status} {httpx.codes.get_reason_phrase(status)}".rstrip()
             self._fail(f"{what}{hint}: {excerpt or '(no body)'}", url)
-        limit = self._limits.max_response_bytes
+        limit = self._limits.max_response_bytes - self._spent
         declared = response.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > limit:
             self._too_large(f"the backend announces a body of {int(declared)} bytes (Content-Length)", url)
-        return self._body(response, url, deadline, limit, cut=False)
+        body = self._body(response, url, deadline, limit, cut=False)
+        self._spent += len(body)
+        self._answers += 1
+        return body
 
     def _body(self, response: httpx.Response, url: str, deadline: float, limit: int, *, cut: bool) -> bytes:
         """The decoded body, read while the deadline and ``limit`` allow (``cut``: stop at the limit silently)."""
@@ -366,6 +372,11 @@ class _Session:
 
     def _too_large(self, message: str, url: str) -> NoReturn:
         limit = self._limits.max_response_bytes
+        if self._answers:
+            message = (
+                f"{message}, what is left after {self._spent} bytes in {self._answers} earlier answers "
+                "(the limit bounds all the answers for one trace together)"
+            )
         raise LoadLimitError(
             message,
             limit="max_response_bytes",
@@ -445,8 +456,8 @@ class HttpTraceSource:
 
         Raises:
             TraceNotFoundError: the backend does not have the trace.
-            LoadLimitError: an answer takes longer than ``limits.http_timeout`` or is larger than
-                ``limits.max_response_bytes``.
+            LoadLimitError: an answer takes longer than ``limits.http_timeout``, or the answers of this call
+                together are larger than ``limits.max_response_bytes``.
             TraceLoadError: the backend cannot be reached, answers an error, redirects to another origin, or
                 answers something that is not its documented JSON.
         """
@@ -503,7 +514,8 @@ class PhoenixSource(HttpTraceSource):
     """Arize Phoenix: ``phoenix+http://host:6006`` (``?project=name``; by default every project is searched).
 
     Spans are read page by page from ``GET /v1/projects/{project}/spans?trace_id=…``; paging stops with an error
-    when the backend repeats a cursor or sends more than :attr:`max_pages` pages.
+    when the backend repeats a cursor or sends more than :attr:`max_pages` pages, when it lists more than
+    :attr:`max_projects` projects, or when all the pages and listings together pass ``limits.max_response_bytes``.
     """
 
     scheme = "phoenix"
@@ -511,6 +523,8 @@ class PhoenixSource(HttpTraceSource):
     """Spans asked for per page."""
     max_pages = 1000
     """Most pages read for one listing (projects, or the spans of one project)."""
+    max_projects = 1000
+    """Most projects searched for a trace when the URL names none (``?project=name``)."""
 
     def _projects(self, http: _Session) -> list[str]:
         if self.query.get("project"):
@@ -526,6 +540,12 @@ class PhoenixSource(HttpTraceSource):
                         )
                     if name:
                         names.append(name)
+                if len(names) > self.max_projects:
+                    raise TraceLoadError(
+                        f"the backend lists more than {self.max_projects} projects; name the one holding the trace "
+                        "with ?project=name in the URL",
+                        source=self.url,
+                    )
         except _NotFound:
             raise TraceLoadError(
                 "the backend has no /v1/projects", source=self.url, expected="an Arize Phoenix server"

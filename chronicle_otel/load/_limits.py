@@ -34,7 +34,8 @@ class LoadLimits:
     (``CHRONICLE_MAX_COMPRESSION_RATIO``)."""
 
     max_response_bytes: int = 256 * MIB
-    """Largest body read from a backend for one HTTP request (``CHRONICLE_MAX_RESPONSE_BYTES``)."""
+    """Largest total of the bodies read from a backend for one trace, every page and listing included
+    (``CHRONICLE_MAX_RESPONSE_BYTES``)."""
 
     http_timeout: float = 60.0
     """Total deadline in seconds of one HTTP request: connect, wait and read the whole body

@@ -9,20 +9,32 @@ Layout::
 
 :class:`StoreReader` lists traces, reads a trace's span lines (only that trace's, through the index) and payloads by
 hash. A store directory is untrusted like any trace data: a damaged or tampered index, manifest or segment raises
-:class:`~chronicle_otel.errors.StoreError`. The writing side is :class:`~chronicle_otel.store.LocalStore`.
+:class:`~chronicle_otel.errors.StoreError`, in bounded time and memory:
+
+- the manifest is read only when it is a regular file of at most :data:`MAX_MANIFEST_BYTES`;
+- ``traces``, ``span_lines`` and ``payloads`` must be plain tables, and a query that runs longer than
+  :attr:`StoreReader.query_timeout` seconds is interrupted;
+- every listed row is checked (a 32-hex-digit trace id, integers where integers belong, known statuses): a store
+  holding one bad row lists nothing and names the row, rather than handing it on;
+- span lines are read only from regular files under ``spans/`` (no symbolic links, devices or pipes), within the
+  file's size, at most :data:`MAX_LINE_BYTES` per line and :data:`MAX_TRACE_BYTES` per trace.
+
+The writing side is :class:`~chronicle_otel.store.LocalStore`.
 
 API:
     :class:`StoreReader`, :class:`TraceSummary`, :func:`is_store`, :func:`default_store_path`,
-    :data:`STORE_FORMAT`, :data:`MANIFEST`.
+    :data:`STORE_FORMAT`, :data:`MANIFEST`, :data:`MAX_MANIFEST_BYTES`, :data:`MAX_LINE_BYTES`, :data:`MAX_TRACE_BYTES`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
+import re
 import sqlite3
+import stat
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +45,17 @@ import orjson
 from .. import environment_variables as env
 from ..errors import StoreError
 
-__all__ = ["MANIFEST", "STORE_FORMAT", "StoreReader", "TraceSummary", "default_store_path", "is_store"]
+__all__ = [
+    "MANIFEST",
+    "MAX_LINE_BYTES",
+    "MAX_MANIFEST_BYTES",
+    "MAX_TRACE_BYTES",
+    "STORE_FORMAT",
+    "StoreReader",
+    "TraceSummary",
+    "default_store_path",
+    "is_store",
+]
 
 STORE_FORMAT: Final = "chronicle-store/1"
 """Format version written in the manifest; readers refuse newer ones with an "upgrade" message."""
@@ -42,6 +64,25 @@ MANIFEST: Final = "chronicle-store.json"
 """The file that makes a directory a chronicle store."""
 
 INDEX: Final = "index.sqlite3"
+
+MAX_MANIFEST_BYTES: Final = 4096
+"""Largest manifest read; a larger one is refused as not a store's."""
+
+MAX_LINE_BYTES: Final = 256 << 20
+"""Largest span line read from a segment (the writer writes one line per trace and export batch)."""
+
+MAX_TRACE_BYTES: Final = 256 << 20
+"""Most bytes of span lines read for one trace, all segments together."""
+
+_TABLES: Final = ("traces", "span_lines", "payloads")
+_TRACE_ID = re.compile(r"[0-9a-f]{32}\Z")
+_FORMAT = re.compile(r"chronicle-store/[0-9]{1,6}\Z")
+_STATUSES: Final = frozenset({"UNSET", "OK", "ERROR"})
+_INT64_MAX: Final = (1 << 63) - 1
+_PROGRESS_STEPS: Final = 10_000  # SQLite VM instructions between two looks at the clock
+_SUMMARY_COLUMNS: Final = (
+    "trace_id, root_name, root_boundary, root_boundary_kind, start_ns, end_ns, status, service, span_count, error_count"
+)
 
 
 def default_store_path() -> Path:
@@ -109,10 +150,14 @@ class StoreReader:
         spans = store.read_spans(t.trace_id)
     """
 
+    query_timeout: float = 60.0
+    """Seconds one read of the index may take before it is interrupted with a :class:`StoreError`."""
+
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
         self.path = Path(path) if path is not None else default_store_path()
         self._lock = threading.RLock()
         self._db: sqlite3.Connection | None = None
+        self._deadline: float | None = None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({str(self.path)!r})"
@@ -131,11 +176,31 @@ class StoreReader:
         db = sqlite3.connect(self.path / INDEX, timeout=30, check_same_thread=False, isolation_level=None)
         try:
             self._prepare(db)
+            db.set_progress_handler(self._past_deadline, _PROGRESS_STEPS)
+            self._check_tables(db)
         except sqlite3.DatabaseError as exc:
             db.close()
             raise StoreError(f"unreadable store index ({exc})", self.path / INDEX) from None
+        except BaseException:
+            db.close()
+            raise
         self._db = db
         return db
+
+    def _past_deadline(self) -> int:
+        """SQLite's progress handler: non-zero interrupts the running statement."""
+        deadline = self._deadline
+        return 1 if deadline is not None and time.monotonic() > deadline else 0
+
+    def _check_tables(self, db: sqlite3.Connection) -> None:
+        """Refuse an index whose tables were replaced by views or virtual tables (queries on them may never end)."""
+        marks = ",".join("?" * len(_TABLES))
+        rows = db.execute(
+            f"SELECT name, type, sql FROM sqlite_master WHERE name IN ({marks}) COLLATE NOCASE", _TABLES
+        ).fetchall()
+        for name, kind, sql in rows:
+            if kind != "table" or not (isinstance(sql, str) and sql.lstrip()[:12].upper() == "CREATE TABLE"):
+                raise StoreError(f"{_excerpt(name)} in the index is a {_excerpt(kind)}, not a table", self.path / INDEX)
 
     def _create(self) -> None:
         raise StoreError("there is no store here to read", self.path)
@@ -148,25 +213,56 @@ class StoreReader:
 
     @contextlib.contextmanager
     def _reading(self) -> Iterator[None]:
-        """Reads of an index that was damaged or tampered with raise :class:`StoreError`."""
+        """Reads of an index that was damaged or tampered with raise :class:`StoreError`; each ends in time."""
+        outer = self._deadline
+        if outer is None:
+            self._deadline = time.monotonic() + self.query_timeout
         try:
             yield
         except sqlite3.DatabaseError as exc:
+            if self._deadline is not None and time.monotonic() > self._deadline:
+                raise StoreError(
+                    f"reading the store index took too long (more than {self.query_timeout:g} s); "
+                    "a damaged or tampered index?",
+                    self.path / INDEX,
+                ) from None
             raise StoreError(f"unreadable store index ({exc})", self.path / INDEX) from None
+        finally:
+            self._deadline = outer
 
     def _check_format(self, fmt: Path) -> None:
         try:
-            found = json.loads(fmt.read_text(encoding="utf-8")).get("format")
-        except (OSError, ValueError, AttributeError) as exc:
+            fd = os.open(fmt, os.O_RDONLY | _O_NONBLOCK | _O_BINARY)
+        except OSError as exc:
+            raise StoreError(f"unreadable store manifest ({exc.strerror})", fmt) from None
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise StoreError("the store manifest is not a regular file", fmt)
+            if info.st_size > MAX_MANIFEST_BYTES:
+                raise StoreError(f"the store manifest is larger than {MAX_MANIFEST_BYTES} bytes", fmt)
+            raw = os.read(fd, MAX_MANIFEST_BYTES + 1)
+        except OSError as exc:
+            if isinstance(exc, StoreError):
+                raise
+            raise StoreError(f"unreadable store manifest ({exc.strerror})", fmt) from None
+        finally:
+            os.close(fd)
+        if len(raw) > MAX_MANIFEST_BYTES:
+            raise StoreError(f"the store manifest is larger than {MAX_MANIFEST_BYTES} bytes", fmt)
+        try:
+            document = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
             raise StoreError(f"unreadable store manifest ({exc})", fmt) from None
+        found = document.get("format") if isinstance(document, dict) else None
         if found != STORE_FORMAT:
-            if isinstance(found, str) and found.startswith("chronicle-store/"):
+            if isinstance(found, str) and _FORMAT.match(found):
                 raise StoreError(
                     f"store format {found} is newer than this chronicle-otel understands ({STORE_FORMAT}); "
                     "upgrade chronicle-otel",
                     fmt,
                 )
-            raise StoreError(f"not a chronicle store (format {found!r})", fmt)
+            raise StoreError(f"not a chronicle store (format {_excerpt(found)})", fmt)
 
     def close(self) -> None:
         """Close the index; the next read reopens it."""
@@ -191,10 +287,7 @@ class StoreReader:
             limit: at most this many.
             failed: True for traces whose root span failed only, False for the others.
         """
-        query = (
-            "SELECT trace_id, root_name, root_boundary, root_boundary_kind, start_ns, end_ns, status, service, "
-            "span_count, error_count FROM traces"
-        )
+        query = f"SELECT {_SUMMARY_COLUMNS} FROM traces"
         if failed is True:
             query += " WHERE status = 'ERROR'"
         elif failed is False:
@@ -209,7 +302,7 @@ class StoreReader:
             if db is None:
                 return []
             rows = db.execute(query, params).fetchall()
-        return [TraceSummary(*row) for row in rows]
+        return [self._summary(row) for row in rows]
 
     def trace_summary(self, trace_id: str) -> TraceSummary | None:
         """The summary of one trace, or None when it is not in the store."""
@@ -217,12 +310,49 @@ class StoreReader:
             db = self._connect(create=False)
             if db is None:
                 return None
-            row = db.execute(
-                "SELECT trace_id, root_name, root_boundary, root_boundary_kind, start_ns, end_ns, status, service, "
-                "span_count, error_count FROM traces WHERE trace_id=?",
-                (trace_id.lower(),),
-            ).fetchone()
-        return TraceSummary(*row) if row else None
+            row = db.execute(f"SELECT {_SUMMARY_COLUMNS} FROM traces WHERE trace_id=?", (trace_id.lower(),)).fetchone()
+        return self._summary(row) if row else None
+
+    def _summary(self, row: tuple[Any, ...]) -> TraceSummary:
+        """A :class:`TraceSummary` from an index row, every field checked (the index is untrusted)."""
+        tid, name, boundary, kind, start, end, status, service, spans, errors = row
+        if (  # the common case in one expression; the checks below name what is wrong
+            type(tid) is str
+            and _TRACE_ID.match(tid)
+            and (name is None or type(name) is str)
+            and (boundary is None or type(boundary) is str)
+            and (kind is None or type(kind) is str)
+            and (service is None or type(service) is str)
+            and (status is None or status in _STATUSES)
+            and (start is None or (type(start) is int and start >= 0))
+            and (end is None or (type(end) is int and end >= 0))
+            and type(spans) is int
+            and spans >= 0
+            and type(errors) is int
+            and errors >= 0
+        ):
+            return TraceSummary(tid, name, boundary, kind, start, end, status, service, spans, errors)
+        where = self.path / INDEX
+        trace_id = row[0]
+        if not (isinstance(trace_id, str) and _TRACE_ID.match(trace_id)):
+            raise StoreError(f"a traces row has the trace id {_excerpt(trace_id)}, not 32 lowercase hex digits", where)
+        texts = ("root_name", row[1]), ("root_boundary", row[2]), ("root_boundary_kind", row[3]), ("service", row[7])
+        for name, value in texts:
+            if value is not None and not isinstance(value, str):
+                raise StoreError(f"trace {trace_id}: {name} is {_excerpt(value)}, not text", where)
+        if row[6] is not None and row[6] not in _STATUSES:
+            raise StoreError(f"trace {trace_id}: status is {_excerpt(row[6])}, not UNSET, OK or ERROR", where)
+        for name, value, nullable in (
+            ("start_ns", row[4], True),
+            ("end_ns", row[5], True),
+            ("span_count", row[8], False),
+            ("error_count", row[9], False),
+        ):
+            if value is None and nullable:
+                continue
+            if not (type(value) is int and 0 <= value <= _INT64_MAX):
+                raise StoreError(f"trace {trace_id}: {name} is {_excerpt(value)}, not a count or time in ns", where)
+        raise StoreError(f"trace {trace_id}: a row of unexpected values", where)  # not reached: a check above fails
 
     def iter_lines(self, trace_id: str) -> Iterator[bytes]:
         """The raw OTLP/JSON lines holding spans of ``trace_id``, in write order.
@@ -242,26 +372,66 @@ class StoreReader:
                 "SELECT segment, offset, length FROM span_lines WHERE trace_id=? ORDER BY rowid", (trace_id.lower(),)
             ).fetchall()
             self._before_read()
-        handles: dict[str, Any] = {}
+        total = 0
+        for segment, offset, length in rows:  # every row is checked before anything is read
+            full = self._segment_path(segment)
+            if not (type(offset) is int and type(length) is int and offset >= 0 and length >= 0):
+                raise StoreError(f"index row with offset {_excerpt(offset)} and length {_excerpt(length)}", full)
+            if length > MAX_LINE_BYTES:
+                raise StoreError(
+                    f"index row with a line of {length} bytes at byte {offset}, more than {MAX_LINE_BYTES}", full
+                )
+            total += length
+        if total > MAX_TRACE_BYTES:
+            raise StoreError(
+                f"the index lists {total} bytes of span lines for trace {_excerpt(trace_id)}, "
+                f"more than {MAX_TRACE_BYTES}",
+                self.path / INDEX,
+            )
+        handles: dict[str, tuple[Any, int]] = {}
         try:
             for segment, offset, length in rows:
                 full = self._segment_path(segment)
-                if not (isinstance(offset, int) and isinstance(length, int) and offset >= 0 and length >= 0):
-                    raise StoreError(f"index row with offset {offset!r} and length {length!r}", full)
-                fh = handles.get(segment)
-                if fh is None:
-                    try:
-                        fh = handles[segment] = open(full, "rb")  # noqa: SIM115
-                    except OSError as exc:
-                        raise StoreError(f"span segment missing ({exc.strerror})", full) from None
-                fh.seek(offset)
-                line = fh.read(length)
+                opened = handles.get(segment)
+                if opened is None:
+                    opened = handles[segment] = self._open_segment_file(full)
+                fh, size = opened
+                if offset + length > size:
+                    raise StoreError(f"span segment truncated: {size} bytes, the index reads {offset}+{length}", full)
+                try:
+                    fh.seek(offset)
+                    line = fh.read(length)
+                except OSError as exc:
+                    raise StoreError(f"unreadable span segment ({exc.strerror})", full) from None
                 if len(line) != length:
                     raise StoreError(f"span segment truncated at byte {offset}", full)
                 yield full, offset, line
         finally:
-            for fh in handles.values():
+            for fh, _ in handles.values():
                 fh.close()
+
+    def _open_segment_file(self, full: Path) -> tuple[Any, int]:
+        """An open segment and its size: a regular file under ``spans/``, reached without symbolic links."""
+        try:
+            resolved = full.resolve()
+            inside = resolved.is_relative_to(self.path.resolve() / "spans")
+        except (OSError, RuntimeError, ValueError) as exc:
+            raise StoreError(f"span segment cannot be located ({exc})", full) from None
+        if not inside or os.path.islink(full):
+            raise StoreError("span segment is a symbolic link or leads outside the store's spans/", full)
+        try:
+            fd = os.open(full, os.O_RDONLY | _O_NOFOLLOW | _O_NONBLOCK | _O_BINARY)
+        except OSError as exc:
+            raise StoreError(f"span segment missing ({exc.strerror})", full) from None
+        try:
+            info = os.fstat(fd)
+        except OSError:
+            os.close(fd)
+            raise
+        if not stat.S_ISREG(info.st_mode):
+            os.close(fd)
+            raise StoreError("span segment is not a regular file", full)
+        return open(fd, "rb"), info.st_size  # closed by the caller
 
     def _segment_path(self, segment: object) -> Path:
         """The segment file an index row names: always a file under ``spans/`` of this store."""
@@ -299,6 +469,17 @@ class StoreReader:
                 for ss in _objects(rs.get("scopeSpans"), self.path):
                     spans.extend(_objects(ss.get("spans"), self.path))
         return spans
+
+
+_O_NOFOLLOW: Final[int] = getattr(os, "O_NOFOLLOW", 0)
+_O_NONBLOCK: Final[int] = getattr(os, "O_NONBLOCK", 0)  # opening a named pipe must not wait for a writer
+_O_BINARY: Final[int] = getattr(os, "O_BINARY", 0)
+
+
+def _excerpt(value: object) -> str:
+    """``value`` for a message: its repr, cut short (escape sequences appear escaped)."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:80] + "…"
 
 
 def _objects(value: Any, path: Path) -> list[dict[str, Any]]:

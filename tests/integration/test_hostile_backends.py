@@ -11,6 +11,7 @@ import gzip
 import json
 import socket
 import threading
+import tracemalloc
 import zlib
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -499,6 +500,65 @@ def test_phoenix_endless_pages_are_bounded(serve: Callable[..., RawServer], monk
     with pytest.raises(chronicle.TraceLoadError, match="more than 4 pages of spans of project 'p'"):
         chronicle.load_trace(f"phoenix+{server.url}/?project=p", TID)
     assert len(server.heads) == 4
+
+
+def _padded_page(data: list[dict[str, Any]], cursor: str | None, pad: int = 1 << 20) -> bytes:
+    """A page of the Phoenix listing shape, made about ``pad`` bytes large by a key that Phoenix clients ignore."""
+    return json.dumps({"data": data, "next_cursor": cursor, "pad": "x" * pad}).encode()
+
+
+def test_phoenix_pages_share_one_response_budget(serve: Callable[..., RawServer]) -> None:
+    def respond(conn: socket.socket, path: str, server: RawServer) -> None:
+        number = len(server.heads)
+        reply(conn, body=_padded_page([phoenix_span(f"{number:016x}")], f"c{number}"))
+
+    server = serve(respond)
+    source = PhoenixSource(f"phoenix+{server.url}/?project=p", limits=LoadLimits(max_response_bytes=5 << 20))
+    tracemalloc.start()
+    try:
+        with pytest.raises(LoadLimitError) as info:
+            chronicle.load_trace(source, TID)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert info.value.limit == "max_response_bytes"
+    assert "earlier answers" in str(info.value) and "all the answers for one trace together" in str(info.value)
+    assert len(server.heads) == 5  # four pages fit in 5 MiB, the fifth passes it
+    assert peak < 64 << 20
+
+
+def test_phoenix_project_listings_count_toward_the_budget(serve: Callable[..., RawServer]) -> None:
+    def respond(conn: socket.socket, path: str, server: RawServer) -> None:
+        if path.startswith("/v1/projects?") or path == "/v1/projects":
+            body = _padded_page([{"name": f"p{i}"} for i in range(10)], None, pad=2 << 20)
+        else:
+            body = _padded_page([], None, pad=1 << 20)  # this project does not hold the trace
+        reply(conn, body=body)
+
+    server = serve(respond)
+    source = PhoenixSource(f"phoenix+{server.url}", limits=LoadLimits(max_response_bytes=5 << 20))
+    with pytest.raises(LoadLimitError, match="max_response_bytes"):
+        chronicle.load_trace(source, TID)
+    assert len(server.heads) == 4  # the listing (2 MiB) and two projects (1 MiB each) fit, the third does not
+
+
+def test_phoenix_project_count_is_bounded(serve: Callable[..., RawServer], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(PhoenixSource, "max_projects", 3)
+
+    def respond(conn: socket.socket, path: str, server: RawServer) -> None:
+        number = len(server.heads)
+        reply(
+            conn,
+            body=json.dumps(
+                {"data": [{"name": f"p{number}-{i}"} for i in range(2)], "next_cursor": f"c{number}"}
+            ).encode(),
+        )
+
+    server = serve(respond)
+    with pytest.raises(chronicle.TraceLoadError, match=r"more than 3 projects; name the one .* \?project=name") as e:
+        chronicle.load_trace(f"phoenix+{server.url}", TID)
+    assert not isinstance(e.value, LoadLimitError)
+    assert len(server.heads) == 2  # no project was searched
 
 
 # ------------------------------------------------------------------ limits reach the built-in sources
