@@ -51,7 +51,7 @@ from ._call_block import call
 from ._instrument import instrument, uninstrument
 from ._internal import boundary_factory
 from ._internal.boundary_factory import BoundaryDecorator
-from ._session import AttributeValue
+from ._internal.session_attrs import AttributeValue
 from ._spec import BoundaryKind, checked_attributes, parse_kind, wrap
 from .config import ChronicleConfig
 

@@ -20,8 +20,8 @@ from typing import Any, TypeVar
 from opentelemetry import context as context_api
 
 from ._internal import hooks
+from ._internal.session_attrs import AttributeValue
 from ._recording import Call, begin
-from ._session import AttributeValue
 from ._spec import BoundaryKind, Spec, parse_kind
 from .config import ChronicleConfig
 

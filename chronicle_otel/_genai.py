@@ -15,7 +15,7 @@ from types import MappingProxyType
 from typing import Any, Final
 
 from . import semconv
-from ._session import AttributeValue
+from ._internal.session_attrs import AttributeValue
 from .redact import Redactor
 
 GENAI_OPERATION: Final = "chat"

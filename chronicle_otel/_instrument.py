@@ -23,7 +23,7 @@ from typing import Any, cast
 
 import wrapt
 
-from ._session import AttributeValue
+from ._internal.session_attrs import AttributeValue
 from ._spec import BoundaryKind, Wrapper, checked_attributes, parse_kind, wrap
 
 _lock = threading.Lock()

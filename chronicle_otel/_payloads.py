@@ -21,7 +21,7 @@ from opentelemetry import trace as trace_api
 
 from ._internal.buffer import Payload
 from ._internal.digest import payload_digest
-from ._session import AttributeValue
+from ._internal.session_attrs import AttributeValue
 from .codec import encode
 from .redact import Redactor, scrub_text
 from .semconv import PayloadKeys

@@ -29,9 +29,9 @@ from . import semconv
 from ._call_index import enter_frame, next_call_index
 from ._genai import add_openinference_io, request_attributes, response_attributes
 from ._internal.hooks import ReplayExtra
+from ._internal.session_attrs import SESSION_ATTRIBUTES, AttributeValue
 from ._internal.streams import AsyncStreamDriver, StreamDriver, StreamState
 from ._payloads import Pending, add_exception_event, error_payload, exception_message, put_payload
-from ._session import SESSION_ATTRIBUTES, AttributeValue
 from .codec import encode
 from .config import ChronicleConfig, get_config
 from .redact import error_secrets, scrub_text

@@ -26,8 +26,8 @@ from ._internal import hooks
 from ._internal.binding import Binder
 from ._internal.errors import handle_internal_errors
 from ._internal.hooks import ReplayExtra, Shape
+from ._internal.session_attrs import AttributeValue
 from ._recording import Runner, run_agen, run_async, run_gen, run_sync
-from ._session import AttributeValue
 from .codec import CODEC_VERSION
 from .config import ChronicleConfig
 from .errors import ChronicleWarning, ConfigError

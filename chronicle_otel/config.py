@@ -54,7 +54,7 @@ from ._internal import boundary_factory
 from ._internal import params as p
 from ._internal.buffer import DEFAULT_MAX_BYTES, PayloadBuffer
 from ._internal.pipeline import Pipeline
-from ._session import AttributeValue
+from ._internal.session_attrs import AttributeValue
 from .errors import ConfigError
 from .export import ChronicleExporter
 from .redact import Redactor

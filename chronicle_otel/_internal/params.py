@@ -32,11 +32,11 @@ from typing import Any, Final, Generic, Literal, Protocol, TypeVar
 from opentelemetry.sdk.trace import TracerProvider
 
 from .. import environment_variables as env
-from .._session import AttributeValue, session_attributes
 from ..errors import ConfigError
 from ..redact import DEFAULT_SECRET_PATTERN, DEFAULT_VALUE_PATTERNS, PatternRedactor, Redactor, _chain
 from .buffer import DEFAULT_MAX_BYTES
 from .errors import warn_once
+from .session_attrs import AttributeValue, session_attributes
 
 T = TypeVar("T")
 

@@ -52,8 +52,10 @@ def imports_of(path: Path, modules: set[str]) -> set[str]:
                     target = ".".join(base + ([child.module] if child.module else []))
                 else:
                     target = child.module or ""
-                found.add(target)
-                found.update(f"{target}.{alias.name}" for alias in child.names)
+                submodules = {f"{target}.{alias.name}" for alias in child.names} & modules
+                if len(submodules) < len(child.names):  # names defined in the module itself
+                    found.add(target)
+                found.update(submodules)
             elif isinstance(child, ast.Call) and getattr(child.func, "attr", "") == "import_module" and child.args:
                 arg = child.args[0]
                 if isinstance(arg, ast.Constant) and isinstance(arg.value, str) and arg.value.startswith("."):
@@ -145,3 +147,25 @@ def test_importing_the_recording_side_at_run_time_loads_no_read_side(module: str
 def test_the_graph_sees_relative_and_lazy_imports() -> None:
     assert "chronicle_otel.load._assemble" in EDGES["chronicle_otel.load"]
     assert "chronicle_otel.store._local" in EDGES["chronicle_otel.store"]  # imported lazily, by name
+
+
+def test_the_import_graph_has_no_cycles() -> None:
+    """No two modules import each other, not even through a function-level import."""
+    state: dict[str, int] = {}  # 1: on the path, 2: done
+    cycles: list[list[str]] = []
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(EDGES.get(node, ())):
+            if nxt == ROOT:
+                continue
+            if state.get(nxt) == 1:
+                cycles.append([*path[path.index(nxt) :], nxt])
+            elif nxt not in state:
+                visit(nxt, [*path, nxt])
+        state[node] = 2
+
+    for module in sorted(EDGES):
+        if module not in state:
+            visit(module, [module])
+    assert cycles == []
