@@ -46,12 +46,11 @@ from .redact import (
     KeyFilter,
     PatternRedactor,
     Redactor,
-    _ChainedRedactor,
-    _collect_secrets,
-    _map_strings,
-    _redact_json_strings,
-    _SafeRedactor,
+    collect_secrets,
     key_filter,
+    redact_encoded,
+    redact_tree,
+    resolve,
 )
 
 __all__ = [
@@ -198,7 +197,7 @@ class _Walker:
                 if redact is not None and redact(k):
                     out[k] = REDACTED
                     if self.secrets is not None:
-                        _collect_secrets(v, self.secrets)
+                        collect_secrets(v, self.secrets)
                     continue
                 t = type(v)  # the common JSON scalars inline: this loop runs for every key of every payload
                 if t is str or t is bool or v is None or (t is float and math.isfinite(v)):
@@ -211,7 +210,7 @@ class _Walker:
         for k, v in value.items():
             secret = redact is not None and isinstance(k, str) and redact(k)
             if secret and self.secrets is not None:
-                _collect_secrets(v, self.secrets)
+                collect_secrets(v, self.secrets)
             items.append([self.walk(k, depth), REDACTED if secret else self.walk(v, depth)])
         items.sort(key=lambda kv: _canonical(kv[0]))
         return {TAG: "dict", "items": items}
@@ -425,26 +424,6 @@ def _canonical(value: Any) -> bytes:
     return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
 
 
-def _guarded_key_filter(predicate: KeyFilter) -> KeyFilter:
-    def redact_key(name: str) -> bool:
-        try:
-            return bool(predicate(name))
-        except Exception:  # a failing predicate redacts: never a reason to record a secret
-            return True
-
-    return redact_key
-
-
-def _redactor(redact: KeyFilter | Redactor) -> tuple[KeyFilter, Redactor | None]:
-    """The key predicate and the value redactor (None: keys only) of a ``redact=`` argument."""
-    if isinstance(redact, (PatternRedactor, _SafeRedactor, _ChainedRedactor)):
-        return redact.redact_key, redact
-    if isinstance(redact, Redactor):  # a user's own: its failures must not break encoding
-        safe = _SafeRedactor(redact)
-        return safe.redact_key, safe
-    return _guarded_key_filter(redact), None
-
-
 def to_json_value(value: Any, *, redact: KeyFilter | Redactor | None = None, secrets: list[str] | None = None) -> Any:
     """Turn ``value`` into JSON-native data (dicts, lists, str, numbers, bool, None) with type tags.
 
@@ -458,9 +437,9 @@ def to_json_value(value: Any, *, redact: KeyFilter | Redactor | None = None, sec
     """
     if redact is None:
         return _Walker(None, secrets).walk(value, 0)
-    key, redactor = _redactor(redact)
+    key, redactor = resolve(redact)
     tree = _Walker(key, secrets).walk(value, 0)
-    return tree if redactor is None else _map_strings(tree, redactor.redact_text)
+    return tree if redactor is None else redact_tree(tree, redactor)
 
 
 def encode(value: Any, *, redact: KeyFilter | Redactor | None = None, secrets: list[str] | None = None) -> bytes:
@@ -480,12 +459,9 @@ def encode(value: Any, *, redact: KeyFilter | Redactor | None = None, secrets: l
         return _canonical(_Walker(None, secrets).walk(value, 0))
     if isinstance(redact, PatternRedactor):  # the default: one scan of the encoded bytes
         return redact.redact_json(_canonical(_Walker(redact.key_predicate, secrets).walk(value, 0)))
-    key, redactor = _redactor(redact)
+    key, redactor = resolve(redact)
     data = _canonical(_Walker(key, secrets).walk(value, 0))
-    if redactor is None:
-        return data
-    fast = getattr(redactor, "redact_json", None)
-    return fast(data) if fast is not None else _redact_json_strings(data, redactor.redact_text)
+    return data if redactor is None else redact_encoded(data, redactor)
 
 
 # ---------------------------------------------------------------------------------------------- decode

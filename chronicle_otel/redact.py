@@ -70,8 +70,12 @@ __all__ = [
     "KeyFilter",
     "PatternRedactor",
     "Redactor",
+    "collect_secrets",
     "error_secrets",
     "key_filter",
+    "redact_encoded",
+    "redact_tree",
+    "resolve",
     "scrub_text",
 ]
 
@@ -700,3 +704,46 @@ def _collect_secrets(value: Any, out: list[str], depth: int = 0) -> None:
             _collect_secrets(item, out, depth + 1)
     except Exception:  # a hostile container: what was collected so far stays
         return
+
+
+# ---------------------------------------------------------------------------------------------- for the codec
+
+
+def resolve(redact: KeyFilter | Redactor) -> tuple[KeyFilter, Redactor | None]:
+    """The key predicate and the value redactor (None: keys only) of a ``redact=`` argument of the codec.
+
+    A user's own redactor or key predicate is wrapped so that its failures redact instead of raising: a failing
+    rule is never a reason to record a secret, nor to break the call being recorded.
+    """
+    if isinstance(redact, (PatternRedactor, _SafeRedactor, _ChainedRedactor)):
+        return redact.redact_key, redact
+    if isinstance(redact, Redactor):
+        safe = _SafeRedactor(redact)
+        return safe.redact_key, safe
+    return _guarded_key_filter(redact), None
+
+
+def _guarded_key_filter(predicate: KeyFilter) -> KeyFilter:
+    def redact_key(name: str) -> bool:
+        try:
+            return bool(predicate(name))
+        except Exception:  # a failing predicate redacts
+            return True
+
+    return redact_key
+
+
+def redact_tree(tree: Any, redactor: Redactor) -> Any:
+    """JSON-native ``tree`` with every string (keys included) passed through ``redactor.redact_text``."""
+    return _map_strings(tree, redactor.redact_text)
+
+
+def redact_encoded(data: bytes, redactor: Redactor) -> bytes:
+    """Canonical JSON ``data`` with the secret values ``redactor`` finds replaced, still canonical JSON."""
+    fast = getattr(redactor, "redact_json", None)
+    return fast(data) if fast is not None else _redact_json_strings(data, redactor.redact_text)
+
+
+def collect_secrets(value: Any, out: list[str]) -> None:
+    """Append to ``out`` the text forms of a value redacted by key name (bounded), for scrubbing error text."""
+    _collect_secrets(value, out)
