@@ -34,7 +34,15 @@ if TYPE_CHECKING:
     from ._boundary import BoundaryKind, boundary, call, instrument, uninstrument
     from ._session import session
     from .codec import register_type
-    from .config import CaptureOptions, ChronicleConfig, RedactionOptions, StoreOptions, configure, get_config
+    from .config import (
+        CaptureOptions,
+        ChronicleConfig,
+        PayloadOptions,
+        RedactionOptions,
+        StoreOptions,
+        configure,
+        get_config,
+    )
     from .errors import (
         ChronicleError,
         ChronicleWarning,
@@ -66,6 +74,7 @@ __all__ = [
     "LoadLimitError",
     "LoadLimits",
     "LocalStore",
+    "PayloadOptions",
     "RedactionOptions",
     "ReplayDivergence",
     "ReplayError",
@@ -98,7 +107,16 @@ _EXPORTS: dict[str, str] = {
     "session": "._session",
     "register_type": ".codec",
     **dict.fromkeys(
-        ("CaptureOptions", "ChronicleConfig", "RedactionOptions", "StoreOptions", "configure", "get_config"), ".config"
+        (
+            "CaptureOptions",
+            "ChronicleConfig",
+            "PayloadOptions",
+            "RedactionOptions",
+            "StoreOptions",
+            "configure",
+            "get_config",
+        ),
+        ".config",
     ),
     **dict.fromkeys(
         (

@@ -143,6 +143,13 @@ class Call:
         except Exception as err:
             self.spec.end_guard.absorb(err)
 
+    def _keep_all(self, attrs: dict[str, Any]) -> None:
+        """Hand over the payloads that fit on the span too (``PayloadOptions.upload="all"``)."""
+        for keys in semconv.PAYLOAD_KEYS:
+            text, digest = attrs.get(keys.text), attrs.get(keys.hash)
+            if isinstance(text, str) and isinstance(digest, str) and not attrs.get(keys.truncated):
+                self.pending.append((digest, text.encode()))
+
     def _end(self) -> None:
         span = self.span
         try:
@@ -152,7 +159,10 @@ class Call:
                     add_openinference_io(attrs)
                 if attrs:
                     span.set_attributes(attrs)
-                buffer = self.config.payload_buffer
+                config = self.config
+                buffer = config.payload_buffer
+                if config.upload_all:
+                    self._keep_all(attrs)
                 if self.pending and buffer is not None:
                     buffer.put(span.get_span_context().span_id, self.pending)
         finally:

@@ -57,10 +57,19 @@ from ._internal.pipeline import Pipeline
 from ._internal.session_attrs import AttributeValue
 from .errors import ConfigError
 from .export import ChronicleExporter
+from .export._uploader import PayloadUploader, UploadStats
 from .redact import Redactor
 from .store import LocalStore
 
-__all__ = ["CaptureOptions", "ChronicleConfig", "RedactionOptions", "StoreOptions", "configure", "get_config"]
+__all__ = [
+    "CaptureOptions",
+    "ChronicleConfig",
+    "PayloadOptions",
+    "RedactionOptions",
+    "StoreOptions",
+    "configure",
+    "get_config",
+]
 
 
 @dataclass(frozen=True)
@@ -77,6 +86,45 @@ class StoreOptions:
     """Capacity of the in-memory hand-off of truncated payloads to the exporter thread."""
     max_queue_size: int = 16_384
     """Spans the batch processor holds before it drops (the SDK default is 2048): bursts of calls are kept."""
+
+
+@dataclass(frozen=True)
+class PayloadOptions:
+    """Where full payloads go: the local store (one machine), or object storage shared by a fleet.
+
+    Payloads that fit on their span (``max_attribute_length``) travel with it to the backend; the ones cut
+    there are what a replay needs from the payload store. With ``url="s3://bucket/prefix"`` they are written,
+    off the call path, as content-addressed objects (``prefix/sha256/ab/abcd…``, zstd-compressed) by a
+    background uploader that batches, writes concurrently, skips objects already stored and, while the store
+    is unreachable, keeps payloads in a bounded local spool that drains when it is back.
+
+    Example::
+
+        chronicle.configure(payloads="s3://agent-payloads/prod")           # the AWS_* variables say where/who
+        chronicle.configure(payloads=chronicle.PayloadOptions(url="s3://agent-payloads/prod", upload="all"))
+    """
+
+    url: str | None = None
+    """``s3://bucket[/prefix]``, or ``local``. Default: ``$CHRONICLE_PAYLOADS``, else ``local``."""
+    upload: Literal["cut", "all"] | None = None
+    """``cut`` (default, ``$CHRONICLE_PAYLOADS_UPLOAD``): only payloads cut on their span, which the backend does
+    not hold whole; ``all``: every payload, so a replay never depends on the backend's attribute limits."""
+    zstd_level: int | None = None
+    """zstd level of objects, 1-22, or 0 for none. Default: ``$CHRONICLE_PAYLOADS_ZSTD_LEVEL`` or 3."""
+    spool: str | os.PathLike[str] | None = None
+    """Where payloads wait while the store is unreachable. Default: ``$CHRONICLE_PAYLOADS_SPOOL``, else
+    ``payload-spool`` in the local store directory. Mount it on a volume that outlives the pod to keep them."""
+    spool_bytes: int | None = None
+    """Spool capacity. Default: ``$CHRONICLE_PAYLOADS_SPOOL_BYTES`` or 1 GiB."""
+    buffer_bytes: int | None = None
+    """Capacity of the in-memory queue between the call path and the uploader. Default: 256 MiB."""
+    concurrency: int | None = None
+    """Requests in flight at once. Default: 16."""
+    max_backoff: float = 30.0
+    """Longest wait, in seconds, between retries while the store fails."""
+    store: Any = None
+    """Your own payload store (an object with ``put_payloads``, see :class:`chronicle_otel.store.PayloadStore`),
+    used instead of ``url``."""
 
 
 @dataclass(frozen=True)
@@ -171,6 +219,7 @@ class ChronicleConfig:
         "redact",
         "session",
         "tracer",
+        "upload_all",
     )
 
     _settings: p.Settings
@@ -182,7 +231,8 @@ class ChronicleConfig:
     openinference: bool
     redact: Redactor | None
     tracer: trace_api.Tracer
-    payload_buffer: PayloadBuffer | None
+    payload_buffer: PayloadBuffer | PayloadUploader | None
+    upload_all: bool
 
     def __init__(self, settings: p.Settings, pipeline: Pipeline) -> None:
         init = object.__setattr__
@@ -195,7 +245,8 @@ class ChronicleConfig:
         init(self, "openinference", settings.openinference)
         init(self, "redact", settings.redact)
         init(self, "tracer", pipeline.tracer)
-        init(self, "payload_buffer", pipeline.payload_buffer)
+        init(self, "payload_buffer", pipeline.payload_sink)
+        init(self, "upload_all", pipeline.upload_all)
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"ChronicleConfig is read-only; call configure() to change {name!r}")
@@ -235,6 +286,17 @@ class ChronicleConfig:
     def store(self) -> LocalStore | None:
         """The :class:`LocalStore`, or None."""
         return self._pipeline.store
+
+    @property
+    def payload_store(self) -> Any:
+        """Where payloads cut on spans go: the object store (e.g. ``ObjectPayloadStore``), else the local store."""
+        uploader = self._pipeline.uploader
+        return uploader.store if uploader is not None else self._pipeline.store
+
+    def payload_stats(self) -> UploadStats | None:
+        """Counters of payloads uploaded, already stored, spooled, drained and dropped; None without object storage."""
+        uploader = self._pipeline.uploader
+        return uploader.stats() if uploader is not None else None
 
     @property
     def processors(self) -> tuple[SpanProcessor, ...]:
@@ -346,6 +408,25 @@ def _store_settings(
     return p.resolve_store(store)
 
 
+def _payload_settings(payloads: PayloadOptions | str | Any | None) -> tuple[Any, p.PayloadSettings]:
+    """``(your own store or None, the resolved settings)``."""
+    if payloads is None:
+        payloads = PayloadOptions()
+    elif isinstance(payloads, (str, os.PathLike)):
+        payloads = PayloadOptions(url=os.fspath(payloads))
+    elif not isinstance(payloads, PayloadOptions):
+        payloads = PayloadOptions(store=payloads)
+    custom = payloads.store
+    if custom is not None:
+        if not callable(getattr(custom, "put_payloads", None)):
+            raise ConfigError("payloads", custom, "an s3:// URL, PayloadOptions, a payload store with put_payloads()")
+        payloads = replace(payloads, url="local", store=None)
+    settings = p.resolve_payloads(payloads)
+    if custom is not None:
+        settings = replace(settings, url=f"custom:{type(custom).__name__}")
+    return custom, settings
+
+
 def configure(
     *,
     service_name: str | None = None,
@@ -354,6 +435,7 @@ def configure(
     store: StoreOptions | str | os.PathLike[str] | Literal[False] | None = None,
     capture: CaptureOptions | None = None,
     redaction: RedactionOptions | Literal[False] | None = None,
+    payloads: PayloadOptions | str | Any | None = None,
     otlp: bool | None = None,
     enabled: bool | None = None,
     local: bool = False,
@@ -371,6 +453,8 @@ def configure(
         store: :class:`StoreOptions`, a store directory, or ``False`` for no local store.
         capture: :class:`CaptureOptions`.
         redaction: :class:`RedactionOptions`, or ``False`` to redact nothing (neither key names nor value formats).
+        payloads: where full payloads go: ``"s3://bucket/prefix"``, :class:`PayloadOptions`, your own payload store,
+            or None for ``$CHRONICLE_PAYLOADS`` (default: the local store). Works with ``store=False`` too.
         otlp: add an OTLP exporter to a provider chronicle creates. Default: ``$CHRONICLE_OTLP``, else when
             ``OTEL_EXPORTER_OTLP_ENDPOINT`` or ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` is set.
         enabled: False to turn recording off. Default: ``$CHRONICLE_ENABLED``, off when ``OTEL_SDK_DISABLED=true``.
@@ -400,6 +484,7 @@ def configure(
         redaction=redaction,
     )
     store_settings = _store_settings(store)
+    payload_settings = _payload_settings(payloads)
     want_otlp = p.resolve(p.OTLP, otlp)
 
     with _DEFAULT.lock:
@@ -415,6 +500,7 @@ def configure(
                 use_global=not local,
                 service_name=settings.service_name,
                 store=store_settings,
+                payloads=payload_settings,
                 otlp=want_otlp,
             )
             limit = pipeline.sdk_attribute_limit()

@@ -22,6 +22,11 @@ __all__ = [
     "CHRONICLE_MODEL_VERSION",
     "CHRONICLE_OPENINFERENCE",
     "CHRONICLE_OTLP",
+    "CHRONICLE_PAYLOADS",
+    "CHRONICLE_PAYLOADS_SPOOL",
+    "CHRONICLE_PAYLOADS_SPOOL_BYTES",
+    "CHRONICLE_PAYLOADS_UPLOAD",
+    "CHRONICLE_PAYLOADS_ZSTD_LEVEL",
     "CHRONICLE_PROMPT_VERSION",
     "CHRONICLE_REDACT_KEYS",
     "CHRONICLE_REDACT_VALUES",
@@ -150,4 +155,43 @@ CHRONICLE_REDACT_VALUES: Final = "CHRONICLE_REDACT_VALUES"
 Extra regular expressions (comma separated) for secret values found anywhere in a payload, an exception message or
 a session variable, added to the built-in formats (API keys, tokens, private keys…). ``false`` turns value
 patterns off.
+"""
+
+CHRONICLE_PAYLOADS: Final = "CHRONICLE_PAYLOADS"
+"""
+.. envvar:: CHRONICLE_PAYLOADS
+
+Where full payloads go and are read from: ``s3://bucket[/prefix]`` for object storage over the S3 API
+(endpoint from ``AWS_ENDPOINT_URL_S3`` or ``AWS_ENDPOINT_URL``, region from ``AWS_REGION``, credentials
+from the standard AWS chain), or ``local`` (the default) for the embedded local store. Read by
+``configure()`` and by every loading side (``load_trace``, ``chronicle pull/show/gen-test``, the pytest plugin).
+"""
+
+CHRONICLE_PAYLOADS_UPLOAD: Final = "CHRONICLE_PAYLOADS_UPLOAD"
+"""
+.. envvar:: CHRONICLE_PAYLOADS_UPLOAD
+
+Which payloads go to object storage: ``cut`` (default: those cut on their span) or ``all``.
+"""
+
+CHRONICLE_PAYLOADS_ZSTD_LEVEL: Final = "CHRONICLE_PAYLOADS_ZSTD_LEVEL"
+"""
+.. envvar:: CHRONICLE_PAYLOADS_ZSTD_LEVEL
+
+zstd level of payload objects (1-22; ``0`` stores them uncompressed). Default: 3.
+"""
+
+CHRONICLE_PAYLOADS_SPOOL: Final = "CHRONICLE_PAYLOADS_SPOOL"
+"""
+.. envvar:: CHRONICLE_PAYLOADS_SPOOL
+
+Directory where payloads wait while the object store is unreachable. Default: ``payload-spool`` in the
+local store directory (``$CHRONICLE_HOME`` or ``./.chronicle``).
+"""
+
+CHRONICLE_PAYLOADS_SPOOL_BYTES: Final = "CHRONICLE_PAYLOADS_SPOOL_BYTES"
+"""
+.. envvar:: CHRONICLE_PAYLOADS_SPOOL_BYTES
+
+Capacity of the payload spool in bytes; beyond it payloads are dropped (counted and logged). Default: 1 GiB.
 """

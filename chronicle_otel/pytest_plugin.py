@@ -15,7 +15,9 @@ when the replay report has divergences). The ``chronicle_replay`` fixture is the
 ``await chronicle_replay.arerun()`` for an async root). A failing test shows the replay report.
 
 Configuration (command line, then ini, then environment):
-    ``--chronicle-store`` / ``chronicle_store`` / ``$CHRONICLE_HOME``: the payload store for truncated payloads.
+    ``--chronicle-payloads`` / ``chronicle_payloads`` / ``$CHRONICLE_PAYLOADS``: the shared payload store
+    (``s3://bucket/prefix``) for payloads cut on spans.
+    ``--chronicle-store`` / ``chronicle_store`` / ``$CHRONICLE_HOME``: the local store, asked after it.
     ``--chronicle-traces`` / ``chronicle_traces``: directory where relative trace paths are looked up
     (after the test file's directory).
 """
@@ -47,8 +49,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--chronicle-store", dest="chronicle_store", help="payload store directory (default $CHRONICLE_HOME)"
     )
+    group.addoption(
+        "--chronicle-payloads",
+        dest="chronicle_payloads",
+        help="payload store for payloads cut on spans: s3://bucket/prefix or a store directory "
+        "(default $CHRONICLE_PAYLOADS)",
+    )
     group.addoption("--chronicle-traces", dest="chronicle_traces", help="directory of trace files used by tests")
     parser.addini("chronicle_store", "payload store directory for chronicle_replay tests", default="")
+    parser.addini("chronicle_payloads", "payload store (s3://bucket/prefix) for chronicle_replay tests", default="")
     parser.addini("chronicle_traces", "directory of trace files for chronicle_replay tests", default="")
 
 
@@ -111,9 +120,14 @@ def chronicle_replay(request: pytest.FixtureRequest) -> Iterator[ReplayRun]:
     unknown = set(kwargs) - {f.name for f in dataclasses.fields(ReplayOptions)}
     if unknown:
         pytest.fail(f"unknown chronicle_replay options: {', '.join(sorted(unknown))}", False)
+    stores: list[str | Path] = []
+    payloads = _option(request.config, "chronicle_payloads", env.CHRONICLE_PAYLOADS)
+    if payloads and payloads != "local":
+        stores.append(payloads)
     store = _option(request.config, "chronicle_store", env.CHRONICLE_HOME)
-    store_path = Path(store) if store and is_store(store) else None
-    trace = load_trace(_resolve(source, request), trace_id, store=store_path)
+    if store and is_store(store):
+        stores.append(Path(store))
+    trace = load_trace(_resolve(source, request), trace_id, store=stores)
     run = replay(trace, **kwargs)
     request.node.stash[_RUN] = run
     with run:

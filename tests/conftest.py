@@ -22,10 +22,13 @@ pytest_plugins = ["pytester"]
 
 @pytest.fixture(autouse=True)
 def clean_environ(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No CHRONICLE_* or OTEL_* variable from the outside leaks into a test."""
+    """No CHRONICLE_*, OTEL_* or AWS_* variable from the outside leaks into a test; an AWS credential lookup can
+    never leave the machine (the instance metadata endpoint is a dead loopback port)."""
     for name in list(os.environ):
-        if name.startswith(("CHRONICLE_", "OTEL_")):
+        if name.startswith(("CHRONICLE_", "OTEL_", "AWS_")):
             monkeypatch.delenv(name)
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.setenv("AWS_METADATA_ENDPOINT", "http://127.0.0.1:9")
 
 
 @pytest.fixture(autouse=True)

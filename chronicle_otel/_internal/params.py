@@ -199,6 +199,20 @@ def one_of(*choices: str) -> Callable[[str], None]:
     return check
 
 
+def between(low: int, high: int) -> Callable[[int], None]:
+    def check(value: int) -> None:
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise Invalid(value, f"an integer from {low} to {high}")
+
+    return check
+
+
+def check_payloads(value: object) -> None:
+    """``local`` or an ``s3://bucket[/prefix]`` URL (checked in full when the store is opened)."""
+    if not isinstance(value, str) or not (value == "local" or value.lower().startswith(("s3://", "s3a://"))):
+        raise Invalid(value, "'local' or s3://bucket[/prefix]")
+
+
 def check_provider(value: object) -> None:
     if not isinstance(value, TracerProvider):
         raise Invalid(value, "an opentelemetry.sdk.trace.TracerProvider")
@@ -288,6 +302,22 @@ STORE_DURABLE: Final = Param[bool]("StoreOptions.durable", (), True, check=check
 STORE_BUFFER_BYTES: Final = Param[int]("StoreOptions.buffer_bytes", (), DEFAULT_MAX_BYTES, check=at_least(0))
 STORE_MAX_QUEUE_SIZE: Final = Param[int]("StoreOptions.max_queue_size", (), 16_384, check=at_least(1))
 
+PAYLOADS_URL: Final = Param[str]("PayloadOptions.url", (env.CHRONICLE_PAYLOADS,), "local", parse_text, check_payloads)
+PAYLOADS_UPLOAD: Final = Param[str](
+    "PayloadOptions.upload", (env.CHRONICLE_PAYLOADS_UPLOAD,), "cut", parse_choice("cut", "all"), one_of("cut", "all")
+)
+PAYLOADS_ZSTD_LEVEL: Final = Param[int](
+    "PayloadOptions.zstd_level", (env.CHRONICLE_PAYLOADS_ZSTD_LEVEL,), 3, parse_int, between(0, 22)
+)
+PAYLOADS_SPOOL: Final = Param[str | os.PathLike[str] | None](
+    "PayloadOptions.spool", (env.CHRONICLE_PAYLOADS_SPOOL,), None, parse_path, check_path
+)
+PAYLOADS_SPOOL_BYTES: Final = Param[int](
+    "PayloadOptions.spool_bytes", (env.CHRONICLE_PAYLOADS_SPOOL_BYTES,), 1024**3, parse_int, at_least(0)
+)
+PAYLOADS_BUFFER_BYTES: Final = Param[int]("PayloadOptions.buffer_bytes", (), DEFAULT_MAX_BYTES, check=at_least(0))
+PAYLOADS_CONCURRENCY: Final = Param[int]("PayloadOptions.concurrency", (), 16, check=at_least(1))
+
 MAX_ATTRIBUTE_LENGTH: Final = Param[int](
     "CaptureOptions.max_attribute_length", (env.CHRONICLE_MAX_ATTRIBUTE_LENGTH,), 8192, parse_int, at_least(64)
 )
@@ -332,6 +362,13 @@ PARAMS: Final[tuple[Param[Any], ...]] = (
     STORE_DURABLE,
     STORE_BUFFER_BYTES,
     STORE_MAX_QUEUE_SIZE,
+    PAYLOADS_URL,
+    PAYLOADS_UPLOAD,
+    PAYLOADS_ZSTD_LEVEL,
+    PAYLOADS_SPOOL,
+    PAYLOADS_SPOOL_BYTES,
+    PAYLOADS_BUFFER_BYTES,
+    PAYLOADS_CONCURRENCY,
     MAX_ATTRIBUTE_LENGTH,
     GENAI_ATTRIBUTES,
     OPENINFERENCE,
@@ -461,6 +498,63 @@ class StoreSettings:
     durable: bool
     buffer_bytes: int
     max_queue_size: int
+
+
+class PayloadFields(Protocol):
+    """What :func:`resolve_payloads` reads of a ``PayloadOptions``."""
+
+    @property
+    def url(self) -> str | None: ...
+    @property
+    def upload(self) -> str | None: ...
+    @property
+    def zstd_level(self) -> int | None: ...
+    @property
+    def spool(self) -> str | os.PathLike[str] | None: ...
+    @property
+    def spool_bytes(self) -> int | None: ...
+    @property
+    def buffer_bytes(self) -> int | None: ...
+    @property
+    def concurrency(self) -> int | None: ...
+    @property
+    def max_backoff(self) -> float: ...
+
+
+@dataclass(frozen=True)
+class PayloadSettings:
+    """The resolved payload-store settings: ``url`` is ``local`` or an ``s3://`` URL."""
+
+    url: str
+    upload_all: bool
+    zstd_level: int
+    spool: str | os.PathLike[str] | None
+    spool_bytes: int
+    buffer_bytes: int
+    concurrency: int
+    max_backoff: float
+
+    @property
+    def remote(self) -> bool:
+        """True when payloads go to object storage rather than the local store."""
+        return self.url != "local"
+
+
+def resolve_payloads(options: PayloadFields, *, environ: Mapping[str, str] | None = None) -> PayloadSettings:
+    """Resolve the payload-store settings of ``options`` through :data:`PARAMS`."""
+    backoff = options.max_backoff
+    if isinstance(backoff, bool) or not isinstance(backoff, (int, float)) or not backoff > 0:
+        raise ConfigError("PayloadOptions.max_backoff", backoff, "a number of seconds > 0")
+    return PayloadSettings(
+        url=resolve(PAYLOADS_URL, options.url, environ=environ),
+        upload_all=resolve(PAYLOADS_UPLOAD, options.upload, environ=environ) == "all",
+        zstd_level=resolve(PAYLOADS_ZSTD_LEVEL, options.zstd_level, environ=environ),
+        spool=resolve(PAYLOADS_SPOOL, options.spool, environ=environ),
+        spool_bytes=resolve(PAYLOADS_SPOOL_BYTES, options.spool_bytes, environ=environ),
+        buffer_bytes=resolve(PAYLOADS_BUFFER_BYTES, options.buffer_bytes, environ=environ),
+        concurrency=resolve(PAYLOADS_CONCURRENCY, options.concurrency, environ=environ),
+        max_backoff=float(backoff),
+    )
 
 
 def build_redactor(options: RedactionFields | None, *, environ: Mapping[str, str] | None = None) -> Redactor:

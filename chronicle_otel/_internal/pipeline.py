@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
 
 from opentelemetry import trace as trace_api
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
@@ -22,11 +24,12 @@ from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter
 
 from ..export import ChronicleExporter
+from ..export._uploader import PayloadUploader
 from ..store import LocalStore
 from ..version import __version__
 from .buffer import PayloadBuffer
 from .errors import handle_internal_errors
-from .params import OTLP_PROTOCOL, StoreSettings, resolve
+from .params import OTLP_PROTOCOL, STORE_PATH, PayloadSettings, StoreSettings, resolve
 
 INSTRUMENTATION_NAME = "chronicle_otel"
 
@@ -47,6 +50,8 @@ class Pipeline:
         "store",
         "tracer",
         "tracer_provider",
+        "upload_all",
+        "uploader",
     )
 
     def __init__(
@@ -59,6 +64,8 @@ class Pipeline:
         exporter: ChronicleExporter | None = None,
         store: LocalStore | None = None,
         payload_buffer: PayloadBuffer | None = None,
+        uploader: PayloadUploader | None = None,
+        upload_all: bool = False,
     ) -> None:
         self.tracer_provider = tracer_provider
         """The provider boundary spans are created with; None means the global one, looked up lazily."""
@@ -70,10 +77,19 @@ class Pipeline:
         self.exporter = exporter
         self.store = store
         self.payload_buffer = payload_buffer
+        self.uploader = uploader
+        """Writes payloads to object storage; None when they go to the local store."""
+        self.upload_all = upload_all and uploader is not None
+        """Every payload goes to the uploader, not only those cut on their span."""
         provider = tracer_provider or trace_api.get_tracer_provider()
         self.tracer = provider.get_tracer(INSTRUMENTATION_NAME, __version__)
         self._closed = False
         self._lock = threading.Lock()
+
+    @property
+    def payload_sink(self) -> PayloadBuffer | PayloadUploader | None:
+        """Where boundary calls hand payloads cut on their span: the uploader, else the exporter's buffer."""
+        return self.uploader if self.uploader is not None else self.payload_buffer
 
     @classmethod
     def build(
@@ -85,6 +101,7 @@ class Pipeline:
         service_name: str | None,
         store: StoreSettings | None,
         otlp: bool,
+        payloads: tuple[Any, PayloadSettings] | None = None,
         environ: Mapping[str, str] | None = None,
     ) -> Pipeline:
         """Create the resources of a configuration that records; nothing is attached yet (see :meth:`start`).
@@ -95,11 +112,12 @@ class Pipeline:
             use_global: look for a global SDK provider the user set (False for ``configure(local=True)``).
             service_name: ``service.name`` of a provider chronicle creates.
             store: the local store to record in, or None for none.
+            payloads: ``(your own payload store or None, settings)``; object storage when the settings say so.
             otlp: add an OTLP exporter when chronicle owns the provider.
             environ: the environment the OTLP protocol is read from (default: ``os.environ``).
 
         Raises:
-            ConfigError: the OTLP protocol variable is invalid.
+            ConfigError: the OTLP protocol variable is invalid, or the object store cannot be set up.
         """
         created = False
         provider: TracerProvider
@@ -115,6 +133,7 @@ class Pipeline:
                 resource = Resource.create({SERVICE_NAME: service_name} if service_name else {})
                 provider, owns, created = TracerProvider(resource=resource), True, True
         otlp_exporter = _otlp_exporter(environ) if owns and otlp else None  # may raise: before the store
+        uploader = _uploader(payloads, store, environ)  # may raise too (a bad URL, no s3 extra)
         processors: list[SpanProcessor] = []
         exporter = local_store = buffer = None
         if store is not None:
@@ -138,6 +157,8 @@ class Pipeline:
             exporter=exporter,
             store=local_store,
             payload_buffer=buffer,
+            uploader=uploader,
+            upload_all=payloads is not None and payloads[1].upload_all,
         )
 
     def start(self) -> None:
@@ -165,6 +186,9 @@ class Pipeline:
             with handle_internal_errors("flushing spans", external=True):
                 flushed = bool(processor.force_flush(timeout_millis))
             ok = flushed and ok
+        if self.uploader is not None:
+            with handle_internal_errors("flushing payloads", external=True):
+                ok = self.uploader.force_flush(timeout_millis) and ok
         return ok
 
     def shutdown(self, *, provider: bool = True) -> None:
@@ -176,6 +200,9 @@ class Pipeline:
         for processor in self.processors:
             with handle_internal_errors("shutting down a span processor", external=True):
                 processor.shutdown()
+        if self.uploader is not None:
+            with handle_internal_errors("shutting down the payload uploader", external=True):
+                self.uploader.shutdown()
         if provider and self.owns_provider and isinstance(self.tracer_provider, TracerProvider):
             with handle_internal_errors("shutting down the tracer provider", external=True):
                 self.tracer_provider.shutdown()
@@ -185,6 +212,36 @@ class Pipeline:
         if self.owns_provider and isinstance(self.tracer_provider, TracerProvider):
             return self.tracer_provider
         return None
+
+
+def _uploader(
+    payloads: tuple[Any, PayloadSettings] | None, store: StoreSettings | None, environ: Mapping[str, str] | None
+) -> PayloadUploader | None:
+    """The uploader to object storage (or your own store) that the settings ask for; None for the local store."""
+    if payloads is None:
+        return None
+    custom, settings = payloads
+    if custom is None and not settings.remote:
+        return None
+    if custom is None:
+        from ..store._object import ObjectPayloadStore
+
+        custom = ObjectPayloadStore(
+            settings.url,
+            compression=settings.zstd_level or None,
+            concurrency=settings.concurrency,
+            environ=environ,
+        )
+    spool = settings.spool
+    if spool is None:
+        spool = Path(store.path if store is not None else resolve(STORE_PATH, environ=environ)) / "payload-spool"
+    return PayloadUploader(
+        custom,
+        spool=spool,
+        spool_bytes=settings.spool_bytes,
+        buffer_bytes=settings.buffer_bytes,
+        max_backoff=settings.max_backoff,
+    )
 
 
 def _otlp_exporter(environ: Mapping[str, str] | None) -> SpanExporter:

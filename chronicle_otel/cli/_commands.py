@@ -5,15 +5,22 @@ import ast
 import datetime as dt
 import json
 import keyword
+import os
 import re
 import sys
 from pathlib import Path
 from typing import TextIO
 
+from ..environment_variables import CHRONICLE_PAYLOADS
 from ..errors import ChronicleError
 from ..load import load_trace
 from ..model import Boundary, Trace
 from ..store.reader import StoreReader, default_store_path, is_store
+
+_PAYLOADS_HELP = (
+    "payload store for payloads cut on spans: s3://bucket/prefix (endpoint and credentials from the AWS_* "
+    "variables) or a store directory (default $CHRONICLE_PAYLOADS)"
+)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -34,7 +41,8 @@ def _parser() -> argparse.ArgumentParser:
         help="phoenix+http://…, jaeger+http://…, tempo+http://…, zipkin+http://…, or a trace file",
     )
     p.add_argument("-o", "--output", required=True, help="the portable OTLP/JSON file to write (.gz for gzip)")
-    p.add_argument("--store", help="payload store for truncated payloads (default $CHRONICLE_HOME or ./.chronicle)")
+    p.add_argument("--store", help="local store asked for cut payloads (default $CHRONICLE_HOME or ./.chronicle)")
+    p.add_argument("--payloads", help=_PAYLOADS_HELP)
     p.add_argument("--quiet", action="store_true", help="no progress output")
 
     for name, help_text in (("show", "show a trace's boundaries"), ("gen-test", "write a regression test")):
@@ -42,6 +50,7 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("trace_id", help="32 hex digits, or latest / latest-failed")
         p.add_argument("--store", help="store directory (default $CHRONICLE_HOME or ./.chronicle)")
         p.add_argument("--file", help="read the trace from this OTLP/JSON file instead of the store")
+        p.add_argument("--payloads", help=_PAYLOADS_HELP)
         if name == "gen-test":
             p.add_argument("--out", default="tests/regressions", help="directory of the test (default %(default)s)")
             p.add_argument("--name", help="test name (default: root boundary and trace id)")
@@ -73,12 +82,23 @@ def _store(args: argparse.Namespace) -> StoreReader:
     return StoreReader(args.store) if args.store else StoreReader(default_store_path())
 
 
+def _payloads(args: argparse.Namespace) -> list[str | StoreReader]:
+    """The payload stores to ask, in order: ``--payloads`` (else ``$CHRONICLE_PAYLOADS``), then the local store."""
+    chain: list[str | StoreReader] = []
+    url = args.payloads or os.environ.get(CHRONICLE_PAYLOADS, "").strip()
+    if url and url != "local":
+        chain.append(url)
+    local = _store(args)
+    if is_store(local.path):
+        chain.append(local)
+    return chain
+
+
 def _load(args: argparse.Namespace) -> Trace:
     if args.file:
-        store = _store(args)
         tid = None if args.trace_id in ("latest", "latest-failed", "-") else args.trace_id
-        return load_trace(args.file, tid, store=store if is_store(store.path) else None)
-    return load_trace(_store(args), args.trace_id)
+        return load_trace(args.file, tid, store=_payloads(args))
+    return load_trace(_store(args), args.trace_id, store=_payloads(args))
 
 
 def _list(args: argparse.Namespace, out: TextIO) -> int:
@@ -134,10 +154,8 @@ def _show(trace: Trace, out: TextIO) -> int:
 
 
 def _pull(args: argparse.Namespace, out: TextIO) -> int:
-    store = _store(args)
-    payloads = store if is_store(store.path) else None
     progress = None if args.quiet else _ProgressBar(sys.stderr)
-    trace = load_trace(args.source, args.trace_id, store=payloads, progress=progress)
+    trace = load_trace(args.source, args.trace_id, store=_payloads(args), progress=progress)
     if progress is not None:
         progress.done(len(trace.spans))
     path = trace.save(args.output)

@@ -22,9 +22,10 @@ JSON document (an object or a list of them), plain or gzip. Ids may be hex (any 
 attributes written as strings stay exact; the older ``instrumentationLibrarySpans`` shape and snake_case field
 names are read too. Spans split over lines, out of order or repeated are merged.
 
-A payload attribute cut on the span is rehydrated from the payload store by its hash (``store=``; by default
-the store being read, else the local store if there is one). When neither has the whole payload, the boundary
-says so (``Payload.status == "missing"``) and replaying it fails with a clear error.
+A payload attribute cut on the span is rehydrated from the payload store by its hash and verified: ``store=``
+(``s3://bucket/prefix`` for object storage shared by a fleet, or a store directory; by default
+``$CHRONICLE_PAYLOADS``), then the store being read, then the local store if there is one. When none has the whole
+payload, the boundary says so (``Payload.status == "missing"``) and replaying it fails with a clear error.
 
 API:
     :func:`load_trace`, :class:`TraceSource`, :func:`register_source`, :data:`SUPPORTED_FORMATS`
@@ -33,15 +34,17 @@ API:
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from ..environment_variables import CHRONICLE_PAYLOADS
 from ..errors import TraceLoadError
 from ..model import SpanRecord, Trace
+from ..store.payloads import PayloadSource, open_payload_store
 from ..store.reader import MANIFEST, StoreReader, default_store_path, is_store
-from ._assemble import assemble, build_trace, select_from_store
+from ._assemble import PayloadSources, assemble, build_trace, select_from_store
 from ._files import SUPPORTED_FORMATS, read_path
 from ._http import SOURCES, HttpTraceSource, JaegerSource, PhoenixSource, TempoSource, ZipkinSource
 from ._limits import LoadLimits
@@ -123,7 +126,7 @@ def load_trace(
     source: str | os.PathLike[str] | StoreReader | TraceSource,
     trace_id: str | None = None,
     *,
-    store: StoreReader | str | os.PathLike[str] | None = None,
+    store: PayloadSource | str | os.PathLike[str] | Sequence[PayloadSource | str | os.PathLike[str]] | None = None,
     allow: Iterable[str] = (),
     progress: Callable[[int], None] | None = None,
     limits: LoadLimits | None = None,
@@ -138,7 +141,10 @@ def load_trace(
             directory, a trace file, a backend URL (``phoenix+http://…``) or a :class:`TraceSource`.
         trace_id: the trace to load (32 hex digits, any case). For a store, also ``"latest"`` or
             ``"latest-failed"``. May be omitted when the source holds exactly one trace.
-        store: the payload store to rehydrate truncated payloads from.
+        store: the payload store to rehydrate payloads cut on spans from: ``s3://bucket/prefix``, a store
+            directory or a :class:`~chronicle_otel.store.PayloadSource`, or a list of them to ask in order. Default:
+            ``$CHRONICLE_PAYLOADS`` when it names object storage. The store being read and the local store
+            (``$CHRONICLE_HOME``) are asked after them.
         allow: module prefixes whose classes payload decoding may rebuild (registered types always are).
         progress: called with the number of spans fetched so far (backends that page).
         limits: bounds on size, inflation and time; by default :meth:`LoadLimits.from_env`.
@@ -150,7 +156,8 @@ def load_trace(
         TraceNotFoundError: the trace id is not in the source.
         LoadLimitError: the source exceeds one of ``limits``.
         TraceLoadError: the source cannot be read, is not trace data, or holds several traces and no id was given.
-        StoreError: a store directory is damaged.
+        StoreError: a store directory is damaged, or the object store cannot be reached.
+        ConfigError: the payload store setting is malformed.
     """
     payloads = _payload_store(store)
     if isinstance(source, str) and "://" in source:
@@ -158,24 +165,51 @@ def load_trace(
     if isinstance(source, StoreReader) or (not isinstance(source, TraceSource) and is_store(source)):
         local = source if isinstance(source, StoreReader) else StoreReader(source)
         spans, chosen = select_from_store(local, trace_id)
-        return assemble(spans, chosen, str(local.path), payloads or local, allow)
+        return assemble(spans, chosen, str(local.path), _sources(payloads, local), allow)
     if isinstance(source, TraceSource):
         spans_iter = source.spans(trace_id, progress) if progress is not None else source.spans(trace_id)
-        return assemble(spans_iter, trace_id, repr(source), payloads or _default_store(), allow)
+        return assemble(spans_iter, trace_id, repr(source), _sources(payloads, None), allow)
     path = Path(source)
     if path.is_dir():
         raise TraceLoadError("a directory that is not a chronicle store", source=path, expected=MANIFEST)
     if not path.exists():
         raise TraceLoadError("no such file or store", source=path)
-    return assemble(read_path(path, limits=limits), trace_id, str(path), payloads or _default_store(), allow)
+    return assemble(read_path(path, limits=limits), trace_id, str(path), _sources(payloads, None), allow)
 
 
-def _default_store() -> StoreReader | None:
-    default = default_store_path()
-    return StoreReader(default) if is_store(default) else None
+def _sources(explicit: list[PayloadSource], local: StoreReader | None) -> PayloadSources:
+    """Where cut payloads are looked for, in order: the stores given (or ``$CHRONICLE_PAYLOADS``), the store
+    being read, the default local store."""
+    chain = list(explicit)
+    if local is not None and all(s is not local for s in chain):
+        chain.append(local)
+    if local is None:
+        default = default_store_path()
+        if is_store(default) and not any(
+            isinstance(s, StoreReader) and s.path.resolve() == default.resolve() for s in chain
+        ):
+            chain.append(StoreReader(default))
+    whole = local if local is not None else next((s for s in chain if isinstance(s, StoreReader)), None)
+    return PayloadSources(chain, whole)
 
 
-def _payload_store(store: StoreReader | str | os.PathLike[str] | None) -> StoreReader | None:
-    if store is None or isinstance(store, StoreReader):
-        return store
-    return StoreReader(store)
+def _payload_store(
+    store: PayloadSource | str | os.PathLike[str] | Sequence[PayloadSource | str | os.PathLike[str]] | None,
+) -> list[PayloadSource]:
+    if store is None:
+        configured = os.environ.get(CHRONICLE_PAYLOADS, "").strip()
+        if not configured or configured == "local":
+            return []
+        store = configured
+    items: list[PayloadSource | str | os.PathLike[str]] = (
+        list(store) if isinstance(store, (list, tuple)) else [store]  # type: ignore[list-item]
+    )
+    chain: list[PayloadSource] = []
+    for item in items:
+        if isinstance(item, (str, os.PathLike)):
+            chain.append(open_payload_store(item))
+        elif callable(getattr(item, "get_payload", None)):
+            chain.append(item)
+        else:
+            raise TraceLoadError(f"store= is not a payload store: {type(item).__name__}", expected="get_payload()")
+    return chain

@@ -17,6 +17,7 @@ from .._internal.digest import payload_digest, text_digest
 from ..codec import CODEC_VERSION
 from ..errors import ChronicleError, TraceLoadError, TraceNotFoundError
 from ..model import Boundary, Payload, SpanRecord, Trace, format_key
+from ..store.payloads import PayloadSource
 from ..store.reader import StoreReader
 from ._otlp import merge, spans_of_request
 
@@ -254,12 +255,76 @@ def _resolve_up(
 
 
 def assemble(
-    spans: Iterable[SpanRecord], trace_id: str | None, source: str, store: StoreReader | None, allow: Iterable[str]
+    spans: Iterable[SpanRecord],
+    trace_id: str | None,
+    source: str,
+    payloads: PayloadSources | None,
+    allow: Iterable[str],
 ) -> Trace:
-    """The one assembly path of every source: merge pieces, pick the trace, build it with payloads from ``store``."""
+    """The one assembly path of every source: merge pieces, pick the trace, build it with payloads from ``payloads``."""
     traces = merge(spans)
     chosen = _select(traces, trace_id, source)
-    return build_trace(chosen, list(traces[chosen].values()), fetch=_fetcher(store, chosen), allow=allow, source=source)
+    records = list(traces[chosen].values())
+    fetch = payloads.fetcher(chosen, records) if payloads is not None else None
+    return build_trace(chosen, records, fetch=fetch, allow=allow, source=source)
+
+
+class PayloadSources:
+    """The payload stores asked, in order, for payloads cut on spans; ``whole`` is a local store whose own copy of
+    the trace may hold attributes a backend cut (Zipkin keeps 128 characters)."""
+
+    def __init__(self, chain: Sequence[PayloadSource], whole: StoreReader | None = None) -> None:
+        self.chain = list(chain)
+        self.whole = whole
+
+    def fetcher(self, trace_id: str, spans: Sequence[SpanRecord]) -> Fetch | None:
+        """Whole payloads by hash for the spans of one trace; the ones cut on spans are fetched at once, in bulk
+        where a store can (object storage), before the trace is built."""
+        if not self.chain and self.whole is None:
+            return None
+        cache = self._prefetch(spans)
+        recorded: dict[str, bytes] | None = None
+
+        def fetch(digest: str) -> bytes | None:
+            nonlocal recorded
+            data = cache.get(digest)
+            if data is not None:
+                return data
+            for store in self.chain:
+                data = store.get_payload(digest)
+                if data is not None:
+                    return data
+            if self.whole is None:
+                return None
+            if recorded is None:
+                recorded = _whole_attributes(self.whole, trace_id)
+            return recorded.get(digest)
+
+        return fetch
+
+    def _prefetch(self, spans: Sequence[SpanRecord]) -> dict[str, bytes]:
+        wanted: set[str] = set()
+        for span in spans:
+            attrs = span.attributes
+            for keys in semconv.PAYLOAD_KEYS:
+                digest = attrs.get(keys.hash)
+                if attrs.get(keys.truncated) is True and isinstance(digest, str) and len(digest) == 71:
+                    wanted.add(digest)
+                    if len(wanted) >= MAX_PREFETCH:
+                        break
+        found: dict[str, bytes] = {}
+        for store in self.chain:
+            missing = sorted(wanted - found.keys())
+            if not missing:
+                break
+            get_many = getattr(store, "get_payloads", None)
+            if callable(get_many):
+                found.update(get_many(missing))
+        return found
+
+
+MAX_PREFETCH: Final = 100_000
+"""Most payloads fetched in bulk for one trace (the rest, if any, are fetched one by one)."""
 
 
 def select_from_store(local: StoreReader, trace_id: str | None) -> tuple[list[SpanRecord], str]:
@@ -288,25 +353,6 @@ def select_from_store(local: StoreReader, trace_id: str | None) -> tuple[list[Sp
     if not any(span.trace_id == wanted for span in spans):
         raise TraceLoadError(f"the store's lines for trace {wanted} hold none of its spans", source=local.path)
     return spans, wanted
-
-
-def _fetcher(store: StoreReader | None, trace_id: str) -> Fetch | None:
-    """Whole payloads by hash: the store's payload table, else the whole attributes of the store's own copy
-    of the trace (a backend may cut attributes that were whole when recorded, e.g. Zipkin at 128 characters)."""
-    if store is None:
-        return None
-    recorded: dict[str, bytes] | None = None
-
-    def fetch(digest: str) -> bytes | None:
-        nonlocal recorded
-        data = store.get_payload(digest)
-        if data is not None:
-            return data
-        if recorded is None:
-            recorded = _whole_attributes(store, trace_id)
-        return recorded.get(digest)
-
-    return fetch
 
 
 def _whole_attributes(store: StoreReader, trace_id: str) -> dict[str, bytes]:

@@ -11,53 +11,61 @@ Usage::
         print(span["name"], span["spanId"])
     store.get_payload("sha256:…")            # the whole payload a span attribute was cut from
 
+    from chronicle_otel.store import ObjectPayloadStore
+
+    shared = ObjectPayloadStore("s3://agent-payloads/prod")   # endpoint and credentials: the AWS_* variables
+    shared.get_payload("sha256:…")
+
 API:
     :class:`LocalStore` — the embedded default store (OTLP/JSON span lines + SQLite index), reads and writes.
     :class:`StoreReader` — read-only access to a store (what loading uses); :func:`is_store` recognises one.
-    :class:`PayloadStore` — the protocol any payload store implements.
+    :class:`PayloadStore` — the protocol any payload store implements (put many, get, has).
+    :class:`PayloadSource` — its reading half, all that loading a trace needs.
+    :class:`ObjectPayloadStore` — payloads in object storage over the S3 API (``pip install 'chronicle-otel[s3]'``).
+    :func:`open_payload_store` — the payload store a setting names (``s3://bucket/prefix`` or a store directory).
     :class:`TraceSummary` — one row of :meth:`LocalStore.list_traces`.
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any
 
 from .._internal.digest import payload_digest
+from .payloads import PayloadSource, PayloadStore, open_payload_store
 from .reader import MANIFEST, STORE_FORMAT, StoreReader, TraceSummary, default_store_path, is_store
 
 if TYPE_CHECKING:
     from ._local import LocalStore, TraceRecord
+    from ._object import ObjectPayloadStore, PutReport
 
 __all__ = [
     "MANIFEST",
     "STORE_FORMAT",
     "LocalStore",
+    "ObjectPayloadStore",
+    "PayloadSource",
     "PayloadStore",
+    "PutReport",
     "StoreReader",
     "TraceRecord",
     "TraceSummary",
     "default_store_path",
     "is_store",
+    "open_payload_store",
     "payload_digest",
 ]
 
 
-@runtime_checkable
-class PayloadStore(Protocol):
-    """Content-addressed storage of full payloads, keyed by ``sha256:<hex>``."""
-
-    def put_payload(self, digest: str, data: bytes) -> None:
-        """Store ``data`` under ``digest``; storing the same digest twice is a no-op."""
-
-    def get_payload(self, digest: str) -> bytes | None:
-        """Return the bytes stored under ``digest``, or None."""
-
-
 def __getattr__(name: str) -> Any:
     # The writing side loads on first use: reading a store (loading a trace) never imports it.
+    module = None
     if name in ("LocalStore", "TraceRecord"):
-        value = getattr(importlib.import_module("._local", __name__), name)
+        module = importlib.import_module("._local", __name__)
+    elif name in ("ObjectPayloadStore", "PutReport"):
+        module = importlib.import_module("._object", __name__)
+    if module is not None:
+        value = getattr(module, name)
         globals()[name] = value
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

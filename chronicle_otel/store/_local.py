@@ -232,6 +232,19 @@ class LocalStore(StoreReader):
             raise ValueError(f"payload digest mismatch: {digest} is not the sha256 of the {len(data)} bytes given")
         self.write_batch([], [(digest, data)])
 
+    def put_payloads(self, payloads: Iterable[tuple[str, bytes]]) -> None:
+        """Store many payloads in one transaction (those already there are kept as they are).
+
+        Raises:
+            ValueError: a digest is not the sha256 of its data.
+        """
+        items = list(payloads)
+        for digest, data in items:
+            if digest != payload_digest(data):
+                raise ValueError(f"payload digest mismatch: {digest[:80]} is not the sha256 of the data given")
+        if items:
+            self.write_batch([], items)
+
     def flush(self) -> None:
         """Flush and fsync the open segment."""
         with self._lock:

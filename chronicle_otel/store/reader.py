@@ -280,6 +280,15 @@ class StoreReader:
             row = db.execute("SELECT data FROM payloads WHERE hash=?", (digest,)).fetchone()
         return bytes(row[0]) if row and isinstance(row[0], bytes) else None
 
+    def has_payload(self, digest: str) -> bool:
+        """True when the store holds the payload ``digest``."""
+        with self._lock, self._reading():
+            db = self._connect(create=False)
+            if db is None:
+                return False
+            row = db.execute("SELECT 1 FROM payloads WHERE hash=?", (digest,)).fetchone()
+        return row is not None
+
     def list_traces(self, *, limit: int | None = None, failed: bool | None = None) -> list[TraceSummary]:
         """Recorded traces, most recent first.
 

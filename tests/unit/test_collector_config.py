@@ -69,3 +69,20 @@ def test_rotel_settings_are_env_assignments() -> None:
     ]
     assert lines and all(line.startswith("ROTEL_") and "=" in line for line in lines)
     assert "ROTEL_OTLP_GRPC_MAX_RECV_MSG_SIZE_MIB=64" in lines
+
+
+def test_compose_gives_apps_a_payload_bucket_they_can_write() -> None:
+    import json
+
+    compose = yaml.safe_load((REPO / "docker-compose.yml").read_text())
+    services = compose["services"]
+    app = compose["x-chronicle-app-environment"]
+    endpoint_host = app["AWS_ENDPOINT_URL_S3"].split("//")[-1].split(":")[0]
+    assert endpoint_host in services
+    s3 = services[endpoint_host]
+    mounts = {m.split(":")[1]: m.split(":")[0] for m in s3["volumes"] if m.count(":") >= 1}
+    identities = json.loads((REPO / mounts["/etc/seaweedfs/s3.json"]).read_text())["identities"]
+    keys = {(c["accessKey"], c["secretKey"]) for ident in identities for c in ident["credentials"]}
+    assert (app["AWS_ACCESS_KEY_ID"], app["AWS_SECRET_ACCESS_KEY"]) in keys
+    bucket = app["CHRONICLE_PAYLOADS"].removeprefix("s3://").split("/")[0]
+    assert f"s3://{bucket}" in " ".join(services["payload-bucket"]["command"])

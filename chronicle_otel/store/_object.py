@@ -1,0 +1,441 @@
+"""Full payloads in object storage over the S3 API: AWS S3, MinIO, SeaweedFS, Ceph, Cloudflare R2, GCS.
+
+Objects are content addressed and immutable: the payload whose address is ``sha256:<hex>`` is the object
+``<prefix>/sha256/<hex[:2]>/<hex>`` of the bucket. It is written with one conditional PUT
+(``If-None-Match: *``), so an object that is already there is neither sent twice nor overwritten (a store
+that ignores the condition rewrites the same bytes). An object holds the canonical bytes, or their zstd
+frame when that is smaller; a reader tells them apart by the zstd magic number (canonical JSON never
+starts with it), decompresses within a bound, and returns the bytes only when their sha256 is the address.
+
+Where the store is, and who may write to it, is configuration of the process: the ``s3://bucket/prefix``
+URL (``configure(payloads=…)``, ``$CHRONICLE_PAYLOADS``, ``--payloads``), the endpoint from
+``$AWS_ENDPOINT_URL_S3`` or ``$AWS_ENDPOINT_URL``, the region from ``$AWS_REGION``, the credentials from the
+standard AWS chain (variables, web identity, container and instance credentials). Nothing of it ever comes
+from span data. The client is `obstore <https://developmentseed.org/obstore/>`_ (``pip install
+'chronicle-otel[s3]'``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final
+
+from .._internal.digest import PREFIX, payload_digest
+from .._internal.errors import warn_once
+from ..codec import MAX_DECODE_BYTES
+from ..errors import ConfigError, StoreError
+
+if TYPE_CHECKING:
+    from obstore.store import S3Store
+
+__all__ = ["ObjectPayloadStore", "PutReport", "decode_object", "encode_object", "object_key"]
+
+ZSTD_MAGIC: Final = b"\x28\xb5\x2f\xfd"
+"""The first bytes of a zstd frame; canonical JSON never starts with them."""
+MIN_COMPRESS_BYTES: Final = 512
+"""Payloads smaller than this are stored as they are: a zstd frame would not pay for itself."""
+DEFAULT_ZSTD_LEVEL: Final = 3
+DEFAULT_CONCURRENCY: Final = 16
+
+_HEX_DIGEST = re.compile(r"sha256:([0-9a-f]{64})")
+# S3 bucket names (the strict rules AWS applies to new buckets; other stores accept a subset of these too).
+_BUCKET = re.compile(r"[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]")
+_PREFIX_SEGMENT = re.compile(r"[A-Za-z0-9!\-_.*'()=+,@]+")
+
+
+def object_key(digest: str) -> str | None:
+    """The object key (below the store's prefix) of ``sha256:<hex>``; None when ``digest`` is not one.
+
+    Example::
+
+        object_key("sha256:ab12…")  # "sha256/ab/ab12…"
+    """
+    match = _HEX_DIGEST.fullmatch(digest) if isinstance(digest, str) else None
+    if match is None:
+        return None
+    hex_digest = match.group(1)
+    return f"sha256/{hex_digest[:2]}/{hex_digest}"
+
+
+def _zstandard() -> Any:
+    try:
+        import zstandard
+    except ImportError:
+        return None
+    return zstandard
+
+
+def encode_object(data: bytes, level: int | None = DEFAULT_ZSTD_LEVEL) -> bytes:
+    """The object bytes of a payload: its zstd frame at ``level`` when that is smaller, else ``data`` itself.
+
+    ``level=None`` (or no ``zstandard`` package) stores ``data`` as it is.
+    """
+    if level is None or len(data) < MIN_COMPRESS_BYTES:
+        return data
+    zstandard = _zstandard()
+    if zstandard is None:
+        return data
+    frame: bytes = zstandard.ZstdCompressor(level=level, write_content_size=True).compress(data)
+    return frame if len(frame) < len(data) else data
+
+
+def decode_object(blob: bytes, digest: str, *, max_bytes: int = MAX_DECODE_BYTES) -> bytes | None:
+    """The payload an object holds, verified: its bytes when their address is ``digest``, else None.
+
+    A zstd frame is inflated to at most ``max_bytes``; a frame that would exceed it, is damaged, or
+    cannot be read (no ``zstandard`` package) yields None, as does a payload whose sha256 differs.
+    """
+    data: bytes = blob
+    if blob[:4] == ZSTD_MAGIC:
+        zstandard = _zstandard()
+        if zstandard is None:
+            warn_once(
+                "object-zstd-missing",
+                "chronicle_otel: a payload object is zstd-compressed and the zstandard package is not installed; "
+                "pip install 'chronicle-otel[s3]'",
+            )
+            return None
+        try:
+            data = zstandard.ZstdDecompressor().decompress(blob, max_output_size=max_bytes)
+        except zstandard.ZstdError:
+            return None
+        if len(data) > max_bytes:
+            return None
+    return data if payload_digest(data) == digest else None
+
+
+@dataclass
+class PutReport:
+    """What one :meth:`ObjectPayloadStore.put_payloads` call did, payload by payload."""
+
+    stored: int = 0
+    """Objects written."""
+    existing: int = 0
+    """Objects that were already there (nothing sent but the conditional request)."""
+    bytes_in: int = 0
+    """Payload bytes of the objects written."""
+    bytes_out: int = 0
+    """Object bytes written (after compression)."""
+    failed: list[tuple[str, bytes, BaseException]] = field(default_factory=list)
+    """``(digest, data, error)`` of each payload that could not be written."""
+
+
+def _parse_url(url: str) -> tuple[str, str]:
+    """``(bucket, prefix)`` of ``s3://bucket[/prefix]``."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme.lower() not in ("s3", "s3a"):
+        raise ConfigError("payloads", url, "s3://bucket[/prefix]")
+    bucket, _, prefix = rest.partition("/")
+    if not _BUCKET.fullmatch(bucket) or ".." in bucket:
+        raise ConfigError("payloads", url, "s3://bucket[/prefix] with a valid bucket name (3-63 of a-z 0-9 . -)")
+    segments = [s for s in prefix.split("/") if s]
+    if any(s in (".", "..") or not _PREFIX_SEGMENT.fullmatch(s) for s in segments):
+        raise ConfigError("payloads", url, "s3://bucket[/prefix] whose prefix is plain path segments")
+    return bucket, "/".join(segments)
+
+
+def _endpoint(environ: Mapping[str, str]) -> str | None:
+    for name in ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"):
+        value = environ.get(name, "").strip()
+        if value:
+            return value
+    return None
+
+
+class ObjectPayloadStore:
+    """Payloads as immutable, content-addressed objects in an S3-compatible bucket.
+
+    Args:
+        url: ``s3://bucket`` or ``s3://bucket/prefix``.
+        compression: zstd level of objects (``None``: store payloads as they are). Readers accept both.
+        concurrency: requests in flight at once in :meth:`put_payloads` and :meth:`get_payloads`.
+        environ: where the endpoint and region are read from (default ``os.environ``); credentials follow the
+            standard AWS chain.
+        client_options: obstore client options (timeouts, proxy, certificates) merged over the defaults.
+        max_object_bytes: the largest payload a read accepts, compressed or inflated.
+
+    Raises:
+        ConfigError: the URL is not ``s3://bucket[/prefix]``, or obstore is not installed.
+
+    Example::
+
+        store = ObjectPayloadStore("s3://agent-payloads/prod")   # endpoint and keys from AWS_* variables
+        report = store.put_payloads([(digest, data)])
+        store.get_payload(digest) == data
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        compression: int | None = DEFAULT_ZSTD_LEVEL,
+        concurrency: int = DEFAULT_CONCURRENCY,
+        environ: Mapping[str, str] | None = None,
+        client_options: Mapping[str, Any] | None = None,
+        max_object_bytes: int = MAX_DECODE_BYTES,
+    ) -> None:
+        self.bucket, self.prefix = _parse_url(url)
+        self.url = f"s3://{self.bucket}/{self.prefix}" if self.prefix else f"s3://{self.bucket}"
+        environ = os.environ if environ is None else environ
+        self.endpoint = _endpoint(environ)
+        self.compression = compression if compression is not None and _zstandard() is not None else None
+        if compression is not None and self.compression is None:
+            warn_once(
+                "object-no-zstd",
+                "chronicle_otel: payload objects are stored uncompressed: the zstandard package is not installed "
+                "(pip install 'chronicle-otel[s3]')",
+            )
+        self.concurrency = max(1, concurrency)
+        self.max_object_bytes = max_object_bytes
+        self._client = self._make_client(environ, dict(client_options or {}))
+        self._pool: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    def _make_client(self, environ: Mapping[str, str], options: dict[str, Any]) -> S3Store:
+        try:
+            from obstore.store import S3Store
+        except ImportError:
+            raise ConfigError(
+                "payloads", self.url, "an object store client: pip install 'chronicle-otel[s3]' (obstore)"
+            ) from None
+        from datetime import timedelta
+
+        config: dict[str, Any] = {}
+        if self.endpoint is not None:
+            config["endpoint"] = self.endpoint
+            if self.endpoint.lower().startswith("http://"):
+                options.setdefault("allow_http", True)
+        region = environ.get("AWS_REGION", "").strip() or environ.get("AWS_DEFAULT_REGION", "").strip()
+        if region:
+            config["region"] = region
+        options.setdefault("connect_timeout", timedelta(seconds=5))
+        options.setdefault("timeout", timedelta(seconds=60))
+        # Few quick retries: the uploader spools what fails and retries later with its own backoff.
+        retry = {
+            "max_retries": 2,
+            "retry_timeout": timedelta(seconds=10),
+            "backoff": {"init_backoff": timedelta(milliseconds=100), "max_backoff": timedelta(seconds=1), "base": 2},
+        }
+        try:
+            return S3Store(
+                self.bucket,
+                prefix=self.prefix or None,
+                config=config,  # type: ignore[arg-type]
+                client_options=options,  # type: ignore[arg-type]
+                retry_config=retry,  # type: ignore[arg-type]
+            )
+        except Exception as exc:  # obstore's configuration errors
+            raise ConfigError("payloads", self.url, f"a usable S3 configuration ({exc})") from None
+
+    def __repr__(self) -> str:
+        return f"ObjectPayloadStore({self.url!r}, endpoint={self.endpoint!r})"
+
+    def _executor(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="chronicle-s3")
+            return self._pool
+
+    def close(self) -> None:
+        """Stop the request threads (the store can still be used: they start again on demand)."""
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
+
+    # ------------------------------------------------------------------------------------ writes
+
+    def put_payload(self, digest: str, data: bytes) -> bool:
+        """Store one payload; True when it was written, False when it was already there.
+
+        Raises:
+            ValueError: ``digest`` is not the sha256 of ``data``.
+            StoreError: the object store refused or could not be reached.
+        """
+        report = self.put_payloads([(digest, data)])
+        if report.failed:
+            raise _store_error(self.url, "writing", report.failed[0][2])
+        return report.stored == 1
+
+    def put_payloads(self, payloads: Iterable[tuple[str, bytes]]) -> PutReport:
+        """Store payloads concurrently; the ones already there are not sent again.
+
+        A failure is reported per payload in :attr:`PutReport.failed` (nothing raises for it), so a caller
+        can retry or spool exactly those.
+
+        Raises:
+            ValueError: a digest is not the sha256 of its data.
+        """
+        given = list(payloads)
+        items = list(dict(given).items())
+        for digest, data in items:
+            if object_key(digest) is None or payload_digest(data) != digest:
+                raise ValueError(f"payload digest mismatch: {digest[:80]} is not the sha256 of the data given")
+        report = PutReport(existing=len(given) - len(items))  # the same payload twice in one batch is sent once
+        if not items:
+            return report
+        outcomes = [self._put_one(items[0])] if len(items) == 1 else list(self._executor().map(self._put_one, items))
+        for (digest, data), outcome in zip(items, outcomes, strict=True):
+            if isinstance(outcome, BaseException):
+                report.failed.append((digest, data, outcome))
+            elif outcome < 0:
+                report.existing += 1
+            else:
+                report.stored += 1
+                report.bytes_in += len(data)
+                report.bytes_out += outcome
+        return report
+
+    def _put_one(self, item: tuple[str, bytes]) -> int | BaseException:
+        """Bytes written, -1 when the object was already there, or the error."""
+        import obstore
+        from obstore.exceptions import AlreadyExistsError, PreconditionError
+
+        digest, data = item
+        key = object_key(digest)
+        assert key is not None
+        blob = encode_object(data, self.compression)
+        try:
+            obstore.put(self._client, key, blob, mode="create", use_multipart=False)
+        except (AlreadyExistsError, PreconditionError):
+            return -1
+        except Exception as exc:
+            return exc
+        return len(blob)
+
+    # ------------------------------------------------------------------------------------ reads
+
+    def get_payload(self, digest: str) -> bytes | None:
+        """The payload stored under ``digest``, verified; None when there is none or it fails verification.
+
+        Raises:
+            StoreError: the object store refused or could not be reached.
+        """
+        return self.get_payloads([digest]).get(digest)
+
+    def get_payloads(self, digests: Sequence[str]) -> dict[str, bytes]:
+        """The verified payloads of ``digests`` that the store holds, fetched concurrently.
+
+        Raises:
+            StoreError: the object store refused or could not be reached.
+        """
+        wanted = [d for d in dict.fromkeys(digests) if object_key(d) is not None]
+        if not wanted:
+            return {}
+        fetch: Callable[[str], bytes | BaseException | None] = self._get_one
+        results = [fetch(wanted[0])] if len(wanted) == 1 else list(self._executor().map(fetch, wanted))
+        found: dict[str, bytes] = {}
+        for digest, result in zip(wanted, results, strict=True):
+            if isinstance(result, BaseException):
+                raise _store_error(self.url, "reading", result)
+            if result is not None:
+                found[digest] = result
+        return found
+
+    def _get_one(self, digest: str) -> bytes | BaseException | None:
+        import obstore
+        from obstore.exceptions import NotFoundError
+
+        key = object_key(digest)
+        assert key is not None
+        try:
+            result = obstore.get(self._client, key)
+            size = result.meta.get("size", 0)
+            if not isinstance(size, int) or size > self.max_object_bytes:
+                warn_once(
+                    f"object-too-large:{self.url}",
+                    "chronicle_otel: payload object %s in %s is %s bytes, over the %d-byte limit; not read",
+                    key,
+                    self.url,
+                    size,
+                    self.max_object_bytes,
+                )
+                return None
+            blob = bytes(result.bytes())
+        except (NotFoundError, FileNotFoundError):
+            return None
+        except Exception as exc:
+            return exc
+        data = decode_object(blob, digest, max_bytes=self.max_object_bytes)
+        if data is None:
+            warn_once(
+                f"object-mismatch:{self.url}",
+                "chronicle_otel: payload object %s in %s does not hold the payload of its address; ignored",
+                key,
+                self.url,
+            )
+        return data
+
+    def has_payload(self, digest: str) -> bool:
+        """True when an object for ``digest`` exists (its content is verified only when read).
+
+        Raises:
+            StoreError: the object store refused or could not be reached.
+        """
+        import obstore
+        from obstore.exceptions import NotFoundError
+
+        key = object_key(digest)
+        if key is None:
+            return False
+        try:
+            obstore.head(self._client, key)
+        except (NotFoundError, FileNotFoundError):
+            return False
+        except Exception as exc:
+            raise _store_error(self.url, "reading", exc) from None
+        return True
+
+    def check(self) -> None:
+        """Make one request that needs the bucket and the credentials: listing at most one key.
+
+        Raises:
+            StoreError: the bucket does not exist, the credentials are refused, or the store is unreachable.
+        """
+        import obstore
+
+        try:
+            stream = obstore.list(self._client, prefix="sha256/", chunk_size=1)
+            next(iter(stream), None)
+        except Exception as exc:
+            raise _store_error(self.url, "checking", exc) from exc
+
+
+def _store_error(url: str, doing: str, exc: BaseException) -> StoreError:
+    return StoreError(f"{doing} the payload store {url} failed: {describe_error(exc)}", url)
+
+
+def describe_error(exc: BaseException) -> str:
+    """A one-line reason for an object store failure (credentials, bucket, network…)."""
+    if isinstance(exc, StoreError) and exc.__cause__ is not None:
+        exc = exc.__cause__
+    name = type(exc).__name__
+    text = " ".join(str(exc).split())
+    if len(text) > 300:
+        text = text[:300] + "…"
+    lowered = text.lower()
+    if name in ("PermissionDeniedError", "UnauthenticatedError") or "accessdenied" in lowered:
+        cause = "credentials refused"
+    elif "nosuchbucket" in lowered or ("bucket" in lowered and "not found" in lowered):
+        cause = "no such bucket"
+    elif "connect" in lowered or "timed out" in lowered or "timeout" in lowered or "dns" in lowered:
+        cause = "unreachable"
+    else:
+        cause = name
+    return f"{cause} ({text})" if text else cause
+
+
+def digest_hex(digest: str) -> str | None:
+    """The 64 hex digits of ``sha256:<hex>``, or None."""
+    match = _HEX_DIGEST.fullmatch(digest)
+    return match.group(1) if match else None
+
+
+def from_hex(hex_digest: str) -> str:
+    """``sha256:<hex>`` of 64 hex digits."""
+    return PREFIX + hex_digest
