@@ -26,6 +26,7 @@ from ._internal import hooks
 from ._internal.binding import Binder
 from ._internal.errors import handle_internal_errors
 from ._internal.hooks import ReplayExtra, Shape
+from ._internal.names import module_name
 from ._internal.session_attrs import AttributeValue
 from ._recording import Runner, run_agen, run_async, run_gen, run_sync
 from .codec import CODEC_VERSION
@@ -157,7 +158,9 @@ class Spec:
         static[semconv.BOUNDARY_KIND] = kind.value
         static[semconv.CODEC] = CODEC_VERSION
         if func is not None:
-            static[semconv.CODE_FUNCTION] = f"{getattr(func, '__module__', '?')}.{getattr(func, '__qualname__', '?')}"
+            static[semconv.CODE_FUNCTION] = (
+                f"{module_name(str(getattr(func, '__module__', '?')))}.{getattr(func, '__qualname__', '?')}"
+            )
         if self.genai:
             static.update(static_attributes(provider))
         self.static = static
@@ -238,7 +241,9 @@ def wrap(
             ),
             stacklevel=4,
         )
-    boundary_name = name or f"{getattr(raw, '__module__', '?')}.{getattr(raw, '__qualname__', repr(raw))}"
+    boundary_name = (
+        name or f"{module_name(str(getattr(raw, '__module__', '?')))}.{getattr(raw, '__qualname__', repr(raw))}"
+    )
     spec = Spec(raw, boundary_name, kind, attributes, config, enabled, provider)
     wrapped = wrapper_type(func, _wrapper(spec))
     hooks.register(boundary_name, wrapped)

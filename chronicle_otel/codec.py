@@ -39,6 +39,7 @@ from typing import Any, Final
 
 import orjson
 
+from ._internal.names import module_name
 from .errors import CodecError
 from .redact import (
     DEFAULT_SECRET_PATTERN,
@@ -140,7 +141,7 @@ def register_type(
 
 
 def _qualname(cls: type) -> str:
-    return f"{cls.__module__}.{cls.__qualname__}"
+    return f"{module_name(cls.__module__)}.{cls.__qualname__}"
 
 
 # ---------------------------------------------------------------------------------------------- encode
@@ -218,7 +219,8 @@ class _Walker:
 
 def _unencodable(value: Any, reason: str) -> dict[str, Any]:
     cls = type(value)
-    name = f"{type.__dict__['__module__'].__get__(cls)}.{type.__dict__['__qualname__'].__get__(cls)}"
+    module = type.__dict__["__module__"].__get__(cls)
+    name = f"{module_name(module) if isinstance(module, str) else module}.{type.__dict__['__qualname__'].__get__(cls)}"
     if reason == "<cycle>":
         return {TAG: "unencodable", "class": name, "repr": reason}
     try:

@@ -179,9 +179,13 @@ class Pipeline:
         return value if isinstance(value, int) and value > 0 else None
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
-        """Export every finished span now; True when all processors flushed in time."""
+        """Export every finished span now (every processor of a provider chronicle created, else chronicle's own) and
+        every queued payload; True when all flushed in time."""
         ok = True
-        for processor in self.processors:
+        processors: tuple[SpanProcessor | TracerProvider, ...] = self.processors
+        if self.owns_provider and isinstance(self.tracer_provider, TracerProvider):
+            processors = (self.tracer_provider,)  # its processors include ones the application added
+        for processor in processors:
             flushed = False
             with handle_internal_errors("flushing spans", external=True):
                 flushed = bool(processor.force_flush(timeout_millis))

@@ -139,6 +139,14 @@ def _parse_url(url: str) -> tuple[str, str]:
     return bucket, "/".join(segments)
 
 
+_FROM_ENVIRON: Final = (
+    ("AWS_ACCESS_KEY_ID", "access_key_id"),
+    ("AWS_SECRET_ACCESS_KEY", "secret_access_key"),
+    ("AWS_SESSION_TOKEN", "session_token"),
+    ("AWS_METADATA_ENDPOINT", "metadata_endpoint"),
+)
+
+
 def _endpoint(environ: Mapping[str, str]) -> str | None:
     for name in ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"):
         value = environ.get(name, "").strip()
@@ -154,8 +162,9 @@ class ObjectPayloadStore:
         url: ``s3://bucket`` or ``s3://bucket/prefix``.
         compression: zstd level of objects (``None``: store payloads as they are). Readers accept both.
         concurrency: requests in flight at once in :meth:`put_payloads` and :meth:`get_payloads`.
-        environ: where the endpoint and region are read from (default ``os.environ``); credentials follow the
-            standard AWS chain.
+        environ: where the endpoint, region, keys (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``,
+            ``AWS_SESSION_TOKEN``) and metadata endpoint are read from (default ``os.environ``); without keys, the
+            rest of the standard AWS chain applies (web identity, container and instance credentials).
         client_options: obstore client options (timeouts, proxy, certificates) merged over the defaults.
         max_object_bytes: the largest payload a read accepts, compressed or inflated.
 
@@ -213,6 +222,12 @@ class ObjectPayloadStore:
         region = environ.get("AWS_REGION", "").strip() or environ.get("AWS_DEFAULT_REGION", "").strip()
         if region:
             config["region"] = region
+        # Credentials and the metadata endpoint are read from ``environ`` too, so a store given its own environment
+        # never falls back to the process's (the rest of the AWS chain: web identity, containers, instances).
+        for variable, key in _FROM_ENVIRON:
+            value = environ.get(variable, "").strip()
+            if value:
+                config[key] = value
         options.setdefault("connect_timeout", timedelta(seconds=5))
         options.setdefault("timeout", timedelta(seconds=60))
         # Few quick retries: the uploader spools what fails and retries later with its own backoff.
@@ -416,10 +431,12 @@ def describe_error(exc: BaseException) -> str:
         exc = exc.__cause__
     name = type(exc).__name__
     text = " ".join(str(exc).split())
+    lowered = text.lower()  # the whole text: the S3 error code may come after the part kept for the message
     if len(text) > 300:
         text = text[:300] + "…"
-    lowered = text.lower()
-    if name in ("PermissionDeniedError", "UnauthenticatedError") or "accessdenied" in lowered:
+    if name in ("PermissionDeniedError", "UnauthenticatedError") or any(
+        code in lowered for code in ("accessdenied", "signaturedoesnotmatch", "invalidaccesskeyid", "403 forbidden")
+    ):
         cause = "credentials refused"
     elif "nosuchbucket" in lowered or ("bucket" in lowered and "not found" in lowered):
         cause = "no such bucket"

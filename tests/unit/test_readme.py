@@ -24,6 +24,8 @@ def test_readme_has_examples() -> None:
 def test_readme_example_runs(index: int, tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CHRONICLE_", "OTEL_"))}
     env["PYTHONPATH"] = str(REPO)
+    # An example that names object storage talks to a dead loopback port, never to a real endpoint.
+    env.update(AWS_ENDPOINT_URL_S3="http://127.0.0.1:9", AWS_ACCESS_KEY_ID="example", AWS_SECRET_ACCESS_KEY="example")
     result = subprocess.run(
         [sys.executable, "-c", BLOCKS[index]], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
     )
