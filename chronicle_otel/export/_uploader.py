@@ -94,7 +94,7 @@ class Spool:
         found: list[tuple[str, int]] = []
         try:
             entries = list(os.scandir(self.path))
-        except FileNotFoundError:
+        except OSError:  # none yet, or not a directory: nothing waits (writing it reports the error)
             return found
         now = time.time()
         for entry in entries:
@@ -284,6 +284,9 @@ class PayloadUploader:
         # The child has the parent's queue but not its thread: start one (the parent uploads its own copy).
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
+        self._wake = threading.Event()
+        if self.spool is not None:  # the parent's thread may have held it (writing the spool) at the fork
+            self.spool._lock = threading.Lock()
         self._queue.clear()
         self._queued_bytes = 0
         self._in_flight = []
@@ -420,15 +423,17 @@ class PayloadUploader:
         self._count(failures=1)
         reason = describe_error(error)
         self._last_error = reason
+        was_up = not self._is_down()
         self._backoff = min(self.max_backoff, self._backoff * 2 if self._backoff else min(1.0, self.max_backoff))
         self._down_until = time.monotonic() + self._backoff
-        warn_once(
-            f"uploader-down:{reason.split(' (')[0]}",
-            "chronicle_otel: the payload store %s failed (%s); payloads go to the spool %s and upload when it is back",
-            self._store_name(),
-            reason,
-            self.spool.path if self.spool else "(none: they are dropped)",
-        )
+        if was_up:  # once per outage (retries while it lasts are counted, not logged)
+            _log.warning(
+                "chronicle_otel: the payload store %s failed (%s); payloads go to the spool %s and upload when it is "
+                "back",
+                self._store_name(),
+                reason,
+                self.spool.path if self.spool else "(none: they are dropped)",
+            )
 
     def _spool(self, batch: list[Payload]) -> None:
         if not batch:
@@ -517,15 +522,20 @@ class PayloadUploader:
                 closer()
         stats = self.stats()
         if stats.spooled or stats.dropped or stats.spool_files:
+            waiting = (
+                f"{stats.spool_files} payloads wait in the spool {self.spool.path if self.spool else '-'} (they upload "
+                "when a process using it runs again)"
+                if stats.spool_files
+                else "the spool is empty"
+            )
             _log.warning(
-                "chronicle_otel: payload store %s: %d uploaded, %d already stored, %d spooled, %d drained, %d dropped; "
-                "%d payloads wait in the spool %s (they upload when a process using it runs again)",
+                "chronicle_otel: payload store %s: %d uploaded, %d already stored, %d spooled, %d drained, "
+                "%d dropped; %s",
                 self._store_name(),
                 stats.uploaded,
                 stats.existing,
                 stats.spooled,
                 stats.drained,
                 stats.dropped,
-                stats.spool_files,
-                self.spool.path if self.spool else "-",
+                waiting,
             )
