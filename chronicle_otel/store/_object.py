@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from .._internal.digest import PREFIX, payload_digest
+from .._internal.digest import payload_digest
 from .._internal.errors import warn_once
 from ..codec import MAX_DECODE_BYTES
 from ..errors import ConfigError, StoreError
@@ -445,14 +445,3 @@ def describe_error(exc: BaseException) -> str:
     else:
         cause = name
     return f"{cause} ({text})" if text else cause
-
-
-def digest_hex(digest: str) -> str | None:
-    """The 64 hex digits of ``sha256:<hex>``, or None."""
-    match = _HEX_DIGEST.fullmatch(digest)
-    return match.group(1) if match else None
-
-
-def from_hex(hex_digest: str) -> str:
-    """``sha256:<hex>`` of 64 hex digits."""
-    return PREFIX + hex_digest

@@ -187,6 +187,9 @@ def test_errors_are_described_by_cause() -> None:
     assert describe_error(ConnectionError("error trying to connect: tcp connect error")).startswith("unreachable")
     assert describe_error(RuntimeError("<Code>NoSuchBucket</Code>")).startswith("no such bucket")
     assert describe_error(RuntimeError("<Code>AccessDenied</Code>")).startswith("credentials refused")
+    late_code = "Generic S3 error: " + "x" * 400 + " <Code>SignatureDoesNotMatch</Code>"
+    assert describe_error(RuntimeError(late_code)).startswith("credentials refused")  # found past the cut
+    assert describe_error(RuntimeError("<Code>InvalidAccessKeyId</Code>")).startswith("credentials refused")
     long = describe_error(RuntimeError("x" * 5000))
     assert len(long) < 400
 
