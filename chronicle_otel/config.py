@@ -50,7 +50,7 @@ from typing import Any, Literal
 from opentelemetry import trace as trace_api
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 
-from ._internal import boundary_factory
+from ._internal import boundary_factory, signals
 from ._internal import params as p
 from ._internal.buffer import DEFAULT_MAX_BYTES, PayloadBuffer
 from ._internal.pipeline import Pipeline
@@ -439,6 +439,7 @@ def configure(
     otlp: bool | None = None,
     enabled: bool | None = None,
     local: bool = False,
+    flush_on_signals: bool | None = None,
 ) -> ChronicleConfig:
     """Configure chronicle_otel for this process (or, with ``local=True``, an isolated instance).
 
@@ -460,6 +461,9 @@ def configure(
         enabled: False to turn recording off. Default: ``$CHRONICLE_ENABLED``, off when ``OTEL_SDK_DISABLED=true``.
         local: return an independent configuration (use ``config.boundary(...)``) instead of replacing the
             process-wide one; chronicle then never touches the global provider.
+        flush_on_signals: flush on SIGTERM and SIGINT too (a container's stop signal skips ``atexit``), then let the
+            signal take its course (the handler found is chained). Default: ``$CHRONICLE_FLUSH_ON_SIGNALS``, else
+            True. Process-wide configurations only, installed from the main thread.
 
     Returns:
         The resolved :class:`ChronicleConfig`.
@@ -486,6 +490,7 @@ def configure(
     store_settings = _store_settings(store)
     payload_settings = _payload_settings(payloads)
     want_otlp = p.resolve(p.OTLP, otlp)
+    want_signals = p.resolve(p.FLUSH_ON_SIGNALS, flush_on_signals)
 
     with _DEFAULT.lock:
         previous = None if local else _DEFAULT.config
@@ -512,6 +517,8 @@ def configure(
         config = ChronicleConfig(settings, pipeline)
         if not local:
             _install(config)
+            if want_signals and settings.enabled:
+                signals.install(_flush_on_signal)
     return config
 
 
@@ -525,6 +532,17 @@ def _install(config: ChronicleConfig) -> None:
         _DEFAULT.atexit_registered = True
 
 
+SIGNAL_FLUSH_MILLIS = 5_000
+"""How long a flush on SIGTERM/SIGINT may take (a container's grace period is usually 30 s)."""
+
+
+def _flush_on_signal(final: bool) -> None:
+    """Export what is finished, bounded; when the process is about to end, also put waiting payloads in the spool."""
+    config = _DEFAULT.config
+    if config is not None:
+        config._pipeline.flush_for_exit(SIGNAL_FLUSH_MILLIS, final=final)
+
+
 def _shutdown_at_exit() -> None:
     config = _DEFAULT.config
     if config is not None:
@@ -532,7 +550,8 @@ def _shutdown_at_exit() -> None:
 
 
 def _reset_for_tests() -> None:
-    """Shut down and forget the process-wide configuration."""
+    """Shut down and forget the process-wide configuration (and put back the signal handlers it chained)."""
+    signals.uninstall()
     with _DEFAULT.lock:
         config = _DEFAULT.config
         _DEFAULT.config = None

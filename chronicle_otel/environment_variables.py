@@ -12,6 +12,7 @@ from typing import Final
 __all__ = [
     "CHRONICLE_BUILD_ID",
     "CHRONICLE_ENABLED",
+    "CHRONICLE_FLUSH_ON_SIGNALS",
     "CHRONICLE_GIT_SHA",
     "CHRONICLE_HOME",
     "CHRONICLE_HTTP_TIMEOUT",
@@ -194,4 +195,12 @@ CHRONICLE_PAYLOADS_SPOOL_BYTES: Final = "CHRONICLE_PAYLOADS_SPOOL_BYTES"
 .. envvar:: CHRONICLE_PAYLOADS_SPOOL_BYTES
 
 Capacity of the payload spool in bytes; beyond it payloads are dropped (counted and logged). Default: 1 GiB.
+"""
+
+CHRONICLE_FLUSH_ON_SIGNALS: Final = "CHRONICLE_FLUSH_ON_SIGNALS"
+"""
+.. envvar:: CHRONICLE_FLUSH_ON_SIGNALS
+
+``false`` leaves SIGTERM and SIGINT alone: spans are then flushed at exit only (a SIGTERM's default action skips
+``atexit``). Default: true.
 """

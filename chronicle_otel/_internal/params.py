@@ -302,6 +302,9 @@ STORE_DURABLE: Final = Param[bool]("StoreOptions.durable", (), True, check=check
 STORE_BUFFER_BYTES: Final = Param[int]("StoreOptions.buffer_bytes", (), DEFAULT_MAX_BYTES, check=at_least(0))
 STORE_MAX_QUEUE_SIZE: Final = Param[int]("StoreOptions.max_queue_size", (), 16_384, check=at_least(1))
 
+FLUSH_ON_SIGNALS: Final = Param[bool](
+    "flush_on_signals", (env.CHRONICLE_FLUSH_ON_SIGNALS,), True, parse_bool, check_bool
+)
 PAYLOADS_URL: Final = Param[str]("PayloadOptions.url", (env.CHRONICLE_PAYLOADS,), "local", parse_text, check_payloads)
 PAYLOADS_UPLOAD: Final = Param[str](
     "PayloadOptions.upload", (env.CHRONICLE_PAYLOADS_UPLOAD,), "cut", parse_choice("cut", "all"), one_of("cut", "all")
@@ -362,6 +365,7 @@ PARAMS: Final[tuple[Param[Any], ...]] = (
     STORE_DURABLE,
     STORE_BUFFER_BYTES,
     STORE_MAX_QUEUE_SIZE,
+    FLUSH_ON_SIGNALS,
     PAYLOADS_URL,
     PAYLOADS_UPLOAD,
     PAYLOADS_ZSTD_LEVEL,

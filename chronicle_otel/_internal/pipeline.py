@@ -195,6 +195,14 @@ class Pipeline:
                 ok = self.uploader.force_flush(timeout_millis) and ok
         return ok
 
+    def flush_for_exit(self, timeout_millis: int, *, final: bool) -> None:
+        """Flush within ``timeout_millis`` for a stop signal; when ``final`` (the process ends next, skipping
+        ``atexit``), also stop the payload uploader, which spools what it could not write."""
+        self.force_flush(timeout_millis)
+        if final and self.uploader is not None:
+            with handle_internal_errors("stopping the payload uploader", external=True):
+                self.uploader.shutdown(timeout=timeout_millis / 1000)
+
     def shutdown(self, *, provider: bool = True) -> None:
         """Flush and stop the processors (and the provider, if chronicle created it). Idempotent."""
         with self._lock:

@@ -83,6 +83,7 @@ def test_every_parameter_has_a_unique_name_and_documented_variables() -> None:
     assert chronicle_vars == {
         env.CHRONICLE_BUILD_ID,
         env.CHRONICLE_ENABLED,
+        env.CHRONICLE_FLUSH_ON_SIGNALS,
         env.CHRONICLE_GIT_SHA,
         env.CHRONICLE_HOME,
         env.CHRONICLE_MAX_ATTRIBUTE_LENGTH,
