@@ -41,10 +41,14 @@ module never imports the decorator module (which imports this one).
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
+import shutil
+import tempfile
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, Literal
 
 from opentelemetry import trace as trace_api
@@ -69,6 +73,8 @@ __all__ = [
     "StoreOptions",
     "configure",
     "get_config",
+    "is_isolated",
+    "isolated",
 ]
 
 
@@ -369,6 +375,17 @@ class _Slot:
         self.config: ChronicleConfig | None = None
         self.lock = threading.RLock()
         self.atexit_registered = False
+        self.isolation: _Isolation | None = None
+
+
+@dataclass
+class _Isolation:
+    """An active :func:`isolated` block: where spans go meanwhile, and what to put back after."""
+
+    store: Path
+    temporary: bool
+    saved: ChronicleConfig | None
+    depth: int = 1
 
 
 _DEFAULT = _Slot()
@@ -493,6 +510,12 @@ def configure(
     want_signals = p.resolve(p.FLUSH_ON_SIGNALS, flush_on_signals)
 
     with _DEFAULT.lock:
+        isolation = _DEFAULT.isolation
+        if isolation is not None:  # a replay runs: nothing leaves the process, nothing reaches the real store
+            want_otlp = want_signals = False
+            if store_settings is not None:
+                store_settings = replace(store_settings, path=isolation.store, processor="simple")
+            payload_settings = (None, replace(payload_settings[1], url="local"))
         previous = None if local else _DEFAULT.config
         # Reconfiguring keeps a provider chronicle created (it is the global one) unless you pass yours.
         reuse = previous._pipeline.reusable_provider() if previous and tracer_provider is None else None
@@ -502,7 +525,7 @@ def configure(
             pipeline = Pipeline.build(
                 tracer_provider=tracer_provider,
                 reuse=reuse,
-                use_global=not local,
+                use_global=not local and isolation is None,
                 service_name=settings.service_name,
                 store=store_settings,
                 payloads=payload_settings,
@@ -525,11 +548,74 @@ def configure(
 def _install(config: ChronicleConfig) -> None:
     """Make ``config`` the process-wide configuration (the caller holds the lock)."""
     _DEFAULT.config = config
+    if _DEFAULT.isolation is not None:
+        return  # a sandbox: never the global provider, never atexit of its own (the isolation shuts it down)
     if config._pipeline.created_provider and config.tracer_provider is not None:
         trace_api.set_tracer_provider(config.tracer_provider)
     if not _DEFAULT.atexit_registered:
         atexit.register(_shutdown_at_exit)
         _DEFAULT.atexit_registered = True
+
+
+@contextlib.contextmanager
+def isolated(store: str | os.PathLike[str] | None = None) -> Iterator[Path]:
+    """Record in a sandbox while the block runs: no span leaves the process, nothing reaches the real store.
+
+    The process-wide configuration is set aside for the block; boundaries record with the same settings
+    (redaction, capture, session) into ``store`` (default: a temporary directory, deleted after the block)
+    through a private TracerProvider with no exporter but the store's. A ``configure()`` called inside the block
+    (a module imported by a replayed test configures at import) is sandboxed the same way: no OTLP exporter, the
+    global provider untouched, the store redirected, payloads kept local, no signal handlers. After the block the
+    configuration that was active before is back. Replays run isolated by default (``replay(..., isolate=False)``
+    to record into the real pipeline). Nested blocks share the outer one's store.
+
+    Spans your own code sends through a TracerProvider it set up itself are not chronicle's to stop.
+
+    Yields:
+        The store directory the block records into.
+    """
+    with _DEFAULT.lock:
+        current = _DEFAULT.isolation
+        if current is not None:
+            current.depth += 1
+        else:
+            temporary = store is None
+            path = Path(tempfile.mkdtemp(prefix="chronicle-replay-")) if store is None else Path(store)
+            current = _DEFAULT.isolation = _Isolation(path, temporary, _DEFAULT.config)
+            saved = current.saved
+            settings = saved._settings if saved is not None else p.resolve_settings(strict=False)
+            if settings.enabled:
+                pipeline = Pipeline.build(
+                    tracer_provider=None,
+                    reuse=None,
+                    use_global=False,
+                    service_name=settings.service_name,
+                    store=p.resolve_store(StoreOptions(path=path, processor="simple", durable=False)),
+                    otlp=False,
+                )
+                pipeline.start()
+            else:
+                pipeline = Pipeline()
+            _DEFAULT.config = ChronicleConfig(settings, pipeline)
+    try:
+        yield current.store
+    finally:
+        with _DEFAULT.lock:
+            current.depth -= 1
+            done = current.depth == 0
+            if done:
+                sandbox, _DEFAULT.config = _DEFAULT.config, current.saved
+                _DEFAULT.isolation = None
+        if done:
+            if sandbox is not None and sandbox is not current.saved:
+                sandbox.shutdown()
+            if current.temporary:
+                shutil.rmtree(current.store, ignore_errors=True)
+
+
+def is_isolated() -> bool:
+    """True while an :func:`isolated` block (a replay) runs."""
+    return _DEFAULT.isolation is not None
 
 
 SIGNAL_FLUSH_MILLIS = 5_000

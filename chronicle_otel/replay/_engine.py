@@ -8,11 +8,13 @@ orchestrates them behind the :class:`~chronicle_otel._internal.hooks.ReplayHook`
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import dataclasses
 import functools
 import inspect
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -24,7 +26,7 @@ from .._internal.digest import payload_digest
 from .._internal.hooks import BoundarySpec, ReplayExtra
 from .._internal.streams import AsyncStreamDriver, StreamDriver
 from ..codec import encode
-from ..config import get_config
+from ..config import get_config, isolated
 from ..errors import ConfigError, ReplayDivergence, ReplayError
 from ..model import Boundary, Trace
 from ..redact import Redactor
@@ -76,6 +78,9 @@ class ReplayRun:
         self._recordings = Recordings(trace)
         self._comparer = Comparer()
         self._tokens: list[contextvars.Token[Any]] = []
+        self._isolation: contextlib.AbstractContextManager[Path] | None = None
+        self.replay_store: Path | None = None
+        """While the run is active and isolated: the temporary store the replay's own spans go to."""
 
     # ------------------------------------------------------------------ activation
 
@@ -94,6 +99,9 @@ class ReplayRun:
         return tuple(sorted(packages)) + trace_allow
 
     def __enter__(self) -> ReplayRun:
+        if not self._tokens and self.options.isolate:
+            self._isolation = isolated()
+            self.replay_store = self._isolation.__enter__()
         self._tokens.append(hooks.REPLAY.set(self))
         return self
 
@@ -101,6 +109,10 @@ class ReplayRun:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         hooks.REPLAY.reset(self._tokens.pop())
+        if not self._tokens and self._isolation is not None:
+            isolation, self._isolation = self._isolation, None
+            self.replay_store = None
+            isolation.__exit__(None, None, None)
         if not self._tokens:
             for b in self._recordings.unused():
                 self.report.divergences.append(
@@ -407,6 +419,7 @@ def replay(
     strict: bool = False,
     allow: Iterable[str] | None = None,
     emit_spans: bool = True,
+    isolate: bool = True,
 ) -> ReplayRun:
     """Replay a recorded run: stubbed boundaries answer from the recording, the others run live.
 
@@ -434,6 +447,10 @@ def replay(
         allow: module prefixes whose classes recorded values may be rebuilt as. Default: the top-level
             packages that define boundaries in this process.
         emit_spans: record the replay's own spans (``chronicle.replay.of`` and a link to each original span).
+        isolate: while the run is active, nothing is exported and nothing reaches the real store: the replay's
+            spans go to a temporary store (``run.replay_store``), and a ``configure()`` called meanwhile (a module
+            imported by the test) is sandboxed (see :func:`chronicle_otel.config.isolated`). False records the
+            replay into the process's real pipeline.
 
     Returns:
         A :class:`ReplayRun`: a context manager (and decorator) with ``rerun()`` and ``report``.
@@ -450,5 +467,6 @@ def replay(
         strict=strict,
         allow=allow,  # type: ignore[arg-type]
         emit_spans=emit_spans,
+        isolate=isolate,
     )
     return ReplayRun(trace, options)

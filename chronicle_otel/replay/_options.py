@@ -70,6 +70,9 @@ class ReplayOptions:
     boundaries in this process."""
     emit_spans: bool = True
     """Record the replay's own spans (``chronicle.replay.of`` and a link to each original span)."""
+    isolate: bool = True
+    """Nothing leaves the process and nothing reaches the real store while the run is active: its spans go to a
+    temporary store, and ``configure()`` calls meanwhile are sandboxed (:func:`chronicle_otel.config.isolated`)."""
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -85,3 +88,5 @@ class ReplayOptions:
             raise ConfigError("strict", self.strict, "True or False")
         if not isinstance(self.emit_spans, bool):
             raise ConfigError("emit_spans", self.emit_spans, "True or False")
+        if not isinstance(self.isolate, bool):
+            raise ConfigError("isolate", self.isolate, "True or False")

@@ -397,7 +397,7 @@ def test_replay_emits_spans_linked_to_the_original(tmp_path: Any) -> None:
     rec = make_recorder(tmp_path)
     trace = record(rec, agent, "sell $1,000")
     rec.memory.clear()
-    with chronicle.replay(trace) as run:
+    with chronicle.replay(trace, isolate=False) as run:  # into the process's own pipeline, as asked
         run.rerun()
     spans = {s.name: s for s in rec.spans()}
     assert set(spans) == {"t.agent", "t.llm", "t.tool"}
@@ -411,7 +411,7 @@ def test_replay_emits_spans_linked_to_the_original(tmp_path: Any) -> None:
     assert json.loads((spans["t.llm"].attributes or {})[sc.OUTPUT])["data"] == {"qty": 1000, "symbol": "MSFT"}
     assert spans["t.agent"].status.status_code is StatusCode.UNSET
     rec.memory.clear()
-    with chronicle.replay(trace, emit_spans=False) as run:
+    with chronicle.replay(trace, emit_spans=False, isolate=False) as run:
         run.rerun()
     assert rec.spans() == []
 
