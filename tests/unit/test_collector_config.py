@@ -86,3 +86,24 @@ def test_compose_gives_apps_a_payload_bucket_they_can_write() -> None:
     assert (app["AWS_ACCESS_KEY_ID"], app["AWS_SECRET_ACCESS_KEY"]) in keys
     bucket = app["CHRONICLE_PAYLOADS"].removeprefix("s3://").split("/")[0]
     assert f"s3://{bucket}" in " ".join(services["payload-bucket"]["command"])
+
+
+def test_compose_matches_the_tested_phoenix_and_keeps_its_data() -> None:
+    compose = yaml.safe_load((REPO / "docker-compose.yml").read_text())
+    makefile = (REPO / "Makefile").read_text()
+    tested = next(line.split(":=")[1].strip() for line in makefile.splitlines() if line.startswith("PHOENIX_VERSION"))
+    phoenix = compose["services"]["phoenix"]
+    assert phoenix["image"].endswith(f"version-{tested}")
+    workdir = phoenix["environment"]["PHOENIX_WORKING_DIR"]
+    assert any(m.split(":")[1] == workdir and m.split(":")[0] in compose["volumes"] for m in phoenix["volumes"])
+
+
+def test_compose_makes_the_file_exporter_directory_writable_for_the_collector_user() -> None:
+    compose = yaml.safe_load((REPO / "docker-compose.yml").read_text())
+    services = compose["services"]
+    collector = services["otel-collector"]
+    out_host = next(m.split(":")[0] for m in collector["volumes"] if m.split(":")[1] == "/var/lib/otelcol")
+    init = services["collector-out"]
+    assert any(m.split(":")[0] == out_host for m in init["volumes"])
+    assert "chown 10001:10001" in " ".join(init["command"])
+    assert collector["depends_on"]["collector-out"]["condition"] == "service_completed_successfully"
