@@ -92,6 +92,10 @@ class StoreOptions:
     """Capacity of the in-memory hand-off of truncated payloads to the exporter thread."""
     max_queue_size: int = 16_384
     """Spans the batch processor holds before it drops (the SDK default is 2048): bursts of calls are kept."""
+    keep: Literal["boundaries", "all"] | None = None
+    """Which traces are recorded: ``boundaries``, only those with at least one boundary span (an application's
+    health checks and other requests traced on the same provider are left out; spans that end before their trace's
+    first boundary wait for it in memory), or ``all``. Default: ``$CHRONICLE_STORE_KEEP``, else ``boundaries``."""
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ __all__ = [
     "CHRONICLE_REDACT_KEYS",
     "CHRONICLE_REDACT_VALUES",
     "CHRONICLE_SESSION",
+    "CHRONICLE_STORE_KEEP",
 ]
 
 CHRONICLE_HOME: Final = "CHRONICLE_HOME"
@@ -203,4 +204,12 @@ CHRONICLE_FLUSH_ON_SIGNALS: Final = "CHRONICLE_FLUSH_ON_SIGNALS"
 
 ``false`` leaves SIGTERM and SIGINT alone: spans are then flushed at exit only (a SIGTERM's default action skips
 ``atexit``). Default: true.
+"""
+
+CHRONICLE_STORE_KEEP: Final = "CHRONICLE_STORE_KEEP"
+"""
+.. envvar:: CHRONICLE_STORE_KEEP
+
+Which traces the local store records: ``boundaries`` (the default: only traces with at least one boundary span,
+so health checks and other requests traced on the same provider are left out) or ``all`` (every span).
 """

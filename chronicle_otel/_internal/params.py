@@ -301,6 +301,13 @@ STORE_PROCESSOR: Final = Param[str]("StoreOptions.processor", (), "batch", check
 STORE_DURABLE: Final = Param[bool]("StoreOptions.durable", (), True, check=check_bool)
 STORE_BUFFER_BYTES: Final = Param[int]("StoreOptions.buffer_bytes", (), DEFAULT_MAX_BYTES, check=at_least(0))
 STORE_MAX_QUEUE_SIZE: Final = Param[int]("StoreOptions.max_queue_size", (), 16_384, check=at_least(1))
+STORE_KEEP: Final = Param[str](
+    "StoreOptions.keep",
+    (env.CHRONICLE_STORE_KEEP,),
+    "boundaries",
+    parse_choice("boundaries", "all"),
+    one_of("boundaries", "all"),
+)
 
 FLUSH_ON_SIGNALS: Final = Param[bool](
     "flush_on_signals", (env.CHRONICLE_FLUSH_ON_SIGNALS,), True, parse_bool, check_bool
@@ -365,6 +372,7 @@ PARAMS: Final[tuple[Param[Any], ...]] = (
     STORE_DURABLE,
     STORE_BUFFER_BYTES,
     STORE_MAX_QUEUE_SIZE,
+    STORE_KEEP,
     FLUSH_ON_SIGNALS,
     PAYLOADS_URL,
     PAYLOADS_UPLOAD,
@@ -478,6 +486,8 @@ class StoreFields(Protocol):
     def buffer_bytes(self) -> int: ...
     @property
     def max_queue_size(self) -> int: ...
+    @property
+    def keep(self) -> str | None: ...
 
 
 @dataclass(frozen=True)
@@ -502,6 +512,7 @@ class StoreSettings:
     durable: bool
     buffer_bytes: int
     max_queue_size: int
+    keep: Literal["boundaries", "all"] = "boundaries"
 
 
 class PayloadFields(Protocol):
@@ -645,4 +656,5 @@ def resolve_store(options: StoreFields, *, environ: Mapping[str, str] | None = N
         durable=resolve(STORE_DURABLE, options.durable, environ=environ),
         buffer_bytes=resolve(STORE_BUFFER_BYTES, options.buffer_bytes, environ=environ),
         max_queue_size=resolve(STORE_MAX_QUEUE_SIZE, options.max_queue_size, environ=environ),
+        keep="all" if resolve(STORE_KEEP, options.keep, environ=environ) == "all" else "boundaries",
     )

@@ -139,7 +139,7 @@ class Pipeline:
         if store is not None:
             local_store = LocalStore(store.path, durable=store.durable)
             buffer = PayloadBuffer(store.buffer_bytes)
-            exporter = ChronicleExporter(local_store, payload_buffer=buffer)
+            exporter = ChronicleExporter(local_store, payload_buffer=buffer, keep=store.keep)
             processors.append(
                 SimpleSpanProcessor(exporter)
                 if store.processor == "simple"
@@ -199,6 +199,11 @@ class Pipeline:
         """Flush within ``timeout_millis`` for a stop signal; when ``final`` (the process ends next, skipping
         ``atexit``), also stop the payload uploader, which spools what it could not write."""
         self.force_flush(timeout_millis)
+        if final and not self.owns_provider and isinstance(self.tracer_provider, TracerProvider):
+            # The process ends next: the exporters of the provider chronicle attached to (zero-code
+            # instrumentation's OTLP exporter) would lose their queue too.
+            with handle_internal_errors("flushing the tracer provider", external=True):
+                self.tracer_provider.force_flush(timeout_millis)
         if final and self.uploader is not None:
             with handle_internal_errors("stopping the payload uploader", external=True):
                 self.uploader.shutdown(timeout=timeout_millis / 1000)

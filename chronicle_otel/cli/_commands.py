@@ -2,19 +2,22 @@ from __future__ import annotations
 
 import argparse
 import ast
+import dataclasses
 import datetime as dt
 import json
 import keyword
 import os
 import re
 import sys
+import time
 from pathlib import Path
 from typing import TextIO
 
 from ..environment_variables import CHRONICLE_PAYLOADS
-from ..errors import ChronicleError
+from ..errors import ChronicleError, TraceNotFoundError
 from ..load import load_trace
-from ..model import Boundary, Trace
+from ..model import Boundary, Trace, format_key
+from ..store.payloads import PayloadSource, open_payload_store
 from ..store.reader import StoreReader, default_store_path, is_store
 
 _PAYLOADS_HELP = (
@@ -32,17 +35,37 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--failed", action="store_true", help="only traces whose root failed")
     p.add_argument("-n", "--limit", type=int, default=20)
 
-    p = sub.add_parser("pull", help="fetch a trace from a backend or file and write a portable trace file")
+    p = sub.add_parser(
+        "pull",
+        help="fetch a trace from a backend or file and write a portable trace file",
+        epilog=_PULL_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("trace_id", help="32 hex digits")
     p.add_argument(
         "--from",
         dest="source",
         required=True,
-        help="phoenix+http://…, jaeger+http://…, tempo+http://…, zipkin+http://…, or a trace file",
+        help="phoenix+http://…, jaeger+http://…, tempo+http://…, zipkin+http://…, a trace file, a directory of "
+        "trace files (rotated Collector output) or a quoted glob pattern ('collector-out/traces*.jsonl')",
     )
     p.add_argument("-o", "--output", required=True, help="the portable OTLP/JSON file to write (.gz for gzip)")
     p.add_argument("--store", help="local store asked for cut payloads (default $CHRONICLE_HOME or ./.chronicle)")
     p.add_argument("--payloads", help=_PAYLOADS_HELP)
+    p.add_argument(
+        "--wait",
+        type=_duration,
+        default=0.0,
+        metavar="DURATION",
+        help="for a backend: fetch again until the span count is stable and the trace complete, for at most "
+        "DURATION (30s, 2m, 500ms, or seconds); a trace not found yet is waited for",
+    )
+    p.add_argument(
+        "--allow-incomplete",
+        action="store_true",
+        help=f"exit 0 for a trace with missing payloads or no boundary (default: exit {EXIT_INCOMPLETE})",
+    )
+    p.add_argument("--poll-interval", type=_duration, default=_POLL_INTERVAL, help=argparse.SUPPRESS)
     p.add_argument("--quiet", action="store_true", help="no progress output")
 
     for name, help_text in (("show", "show a trace's boundaries"), ("gen-test", "write a regression test")):
@@ -60,8 +83,36 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+EXIT_ERROR = 2
+"""Exit status of a command that failed (bad arguments, unreadable source, trace not found): nothing written."""
+EXIT_INCOMPLETE = 3
+"""Exit status of ``pull`` when the trace it wrote is incomplete (a payload missing, no boundary, still growing)."""
+
+_PULL_EPILOG = f"""\
+exit status:
+  0  the trace file is written and complete
+  {EXIT_ERROR}  an error; nothing is written
+  {EXIT_INCOMPLETE}  the trace file and the summary are written, but the trace is incomplete:
+     a payload missing, no boundary, or still growing when --wait ran out
+     (one line per problem on stderr); with --allow-incomplete, exit 0
+"""
+
+_POLL_INTERVAL = 1.5
+"""Seconds between two fetches of ``pull --wait``."""
+_clock = time.monotonic
+_sleep = time.sleep
+
+
 def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
-    """Run the ``chronicle`` command; returns the exit status."""
+    """Run the ``chronicle`` command.
+
+    Args:
+        argv: the arguments (default ``sys.argv[1:]``).
+        out: where results go (default stdout); progress, warnings and errors go to stderr.
+
+    Returns:
+        The exit status: 0, :data:`EXIT_ERROR` or, for ``pull``, :data:`EXIT_INCOMPLETE`.
+    """
     out = out or sys.stdout
     args = _parser().parse_args(argv)
     try:
@@ -75,7 +126,7 @@ def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
         return _gen_test(trace, args, out)
     except ChronicleError as err:
         print(f"chronicle: {_clean(err)}", file=sys.stderr)
-        return 2
+        return EXIT_ERROR
 
 
 def _store(args: argparse.Namespace) -> StoreReader:
@@ -153,13 +204,32 @@ def _show(trace: Trace, out: TextIO) -> int:
     return 0
 
 
+def _duration(text: str) -> float:
+    """``30s``, ``2m``, ``500ms``, ``1h`` or plain seconds, as seconds."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h)?\s*", text)
+    if match is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration such as 30s, 2m, 500ms or 10")
+    seconds = float(match.group(1)) * {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}[match.group(2) or "s"]
+    if seconds > 7 * 86400:
+        raise argparse.ArgumentTypeError(f"{text!r} is more than a week")
+    return seconds
+
+
 def _pull(args: argparse.Namespace, out: TextIO) -> int:
-    progress = None if args.quiet else _ProgressBar(sys.stderr)
-    trace = load_trace(args.source, args.trace_id, store=_payloads(args), progress=progress)
-    if progress is not None:
-        progress.done(len(trace.spans))
+    payloads = [open_payload_store(p) if isinstance(p, str) else p for p in _payloads(args)]
+    backend = "://" in args.source
+    trace, growing = _fetch_until_ready(args, payloads) if backend and args.wait > 0 else (_fetch(args, payloads), None)
     path = trace.save(args.output)
-    missing = [b for b in trace.boundaries for p in (b.raw_input, b.raw_output, b.raw_error) if p and not p.complete]
+    problems = _problems(trace)
+    if growing is not None:
+        before, after = growing
+        problems.append(
+            {
+                "problem": "still-growing",
+                "message": f"the trace was still growing when --wait ran out ({before} then {after} spans)",
+                "spans": after,
+            }
+        )
     summary = {
         "trace": trace.trace_id,
         "file": str(path),
@@ -171,12 +241,107 @@ def _pull(args: argparse.Namespace, out: TextIO) -> int:
             for p in (b.raw_input, b.raw_output, b.raw_error)
             if p and p.status == "rehydrated"
         ),
-        "missing_payloads": len(missing),
+        "missing_payloads": sum(1 for p in problems if p["problem"] == "missing-payload"),
+        "complete": not problems,
+        "problems": problems,
     }
     print(json.dumps(summary), file=out)
+    digests = [str(p["digest"]) for p in problems if p.get("digest")]
     for warning in trace.warnings:
-        print(f"warning: {_clean(warning)}", file=sys.stderr)
+        if not any(digest in warning for digest in digests):  # said below, with the boundary
+            print(f"warning: {_clean(warning)}", file=sys.stderr)
+    label = "warning: incomplete trace" if args.allow_incomplete else "chronicle: incomplete trace"
+    for problem in problems:
+        print(f"{label}: {_clean(problem['message'])}", file=sys.stderr)
+    if problems and not args.allow_incomplete:
+        hints = ["name the payload store (--payloads, --store)", "accept it (--allow-incomplete)"]
+        if backend:
+            hints.insert(1, "wait for the backend (--wait 30s)")
+        print(
+            f"chronicle: {_clean(path)} is written but incomplete; {', '.join(hints[:-1])} or {hints[-1]}",
+            file=sys.stderr,
+        )
+        return EXIT_INCOMPLETE
     return 0
+
+
+def _fetch(args: argparse.Namespace, payloads: list[PayloadSource]) -> Trace:
+    """One fetch of the trace, with a progress display unless ``--quiet``."""
+    progress = None if args.quiet else _ProgressBar(sys.stderr)
+    trace = load_trace(args.source, args.trace_id, store=payloads, progress=progress)
+    if progress is not None:
+        progress.done(len(trace.spans))
+    return trace
+
+
+def _fetch_until_ready(args: argparse.Namespace, payloads: list[PayloadSource]) -> tuple[Trace, tuple[int, int] | None]:
+    """Fetch the trace again every ``--poll-interval`` seconds until its span count is the same twice in a row and
+    (unless ``--allow-incomplete``) it is complete, for at most ``--wait`` seconds.
+
+    Returns:
+        The last trace fetched, and the span counts of the last two fetches when it was still growing at the end.
+
+    Raises:
+        TraceNotFoundError: the backend still does not have the trace when the time is up.
+    """
+    deadline = _clock() + args.wait
+    previous: int | None = None
+    while True:
+        try:
+            trace = _fetch(args, payloads)
+        except TraceNotFoundError:
+            if _clock() >= deadline:
+                raise
+            count: int | None = None
+            reason = "the backend does not have the trace yet"
+        else:
+            count = len(trace.spans)
+            problems = _problems(trace)
+            stable = count == previous
+            if stable and (args.allow_incomplete or not problems):
+                return trace, None
+            if _clock() >= deadline:
+                return trace, None if stable or previous is None else (previous, count)
+            if not stable:
+                reason = "checking that no span is still arriving" if previous is None else "spans still arriving"
+            else:
+                reason = f"{len(problems)} problem(s): {problems[0]['message']}"
+        previous = count
+        pause = max(0.0, min(args.poll_interval, deadline - _clock()))
+        if not args.quiet:
+            print(f"waiting: {_clean(reason)}; fetching again in {pause:.1f}s", file=sys.stderr)
+        _sleep(pause)
+
+
+def _problems(trace: Trace) -> list[dict[str, object]]:
+    """What makes ``trace`` unusable for a replay: no boundary, payloads whose whole text no store has."""
+    problems: list[dict[str, object]] = []
+    if not trace.boundaries:
+        problems.append(
+            {
+                "problem": "no-boundary",
+                "message": f"{len(trace.spans)} spans and no boundary: not a recorded run, or not all ingested yet",
+                "spans": len(trace.spans),
+            }
+        )
+    for b in trace.boundaries:
+        for field, payload in (("input", b.raw_input), ("output", b.raw_output), ("error", b.raw_error)):
+            if payload is None or payload.status != "missing":
+                continue
+            digest = (payload.digest or "no hash")[:19]
+            problems.append(
+                {
+                    "problem": "missing-payload",
+                    "message": f"{b.kind} {b.name!r} ({format_key(b.call_key)}, span {b.span_id}): the {field} "
+                    f"payload {digest}… is cut to {len(payload.text)} characters and no payload store has it",
+                    "boundary": b.name,
+                    "call_key": format_key(b.call_key),
+                    "span_id": b.span_id,
+                    "payload": field,
+                    "digest": payload.digest[:80] if payload.digest else None,
+                }
+            )
+    return problems
 
 
 class _ProgressBar:
@@ -217,7 +382,8 @@ def _literal(text: str) -> str:
 
 
 def _import_line(root: Boundary, project: Path) -> str:
-    """The import of the module that defines the root boundary, from its recorded ``module.qualname``.
+    """The import of the module that defines the root boundary, from its recorded ``module.qualname``: the first
+    statement of the test function, so that it runs inside the replay.
 
     Recorded names are untrusted, and importing a module runs it. The import is written only when the recorded
     module is a source file of the project directory itself that uses chronicle_otel: every part a plain ASCII
@@ -227,8 +393,15 @@ def _import_line(root: Boundary, project: Path) -> str:
     """
     module = _module_of(root.function) if isinstance(root.function, str) else None
     if module and _project_module(module, project) is not None:
-        return f"import {module}  # noqa: F401 - defines the boundaries replayed here\n"
-    return f"# import the module that defines the boundary {_literal(root.name)} here, so replay can find it\n"
+        return (
+            "    # Imported here, inside the replay: a configure() the module runs on import is isolated (nothing\n"
+            "    # exported, nothing written to the real store).\n"
+            f"    import {module}  # noqa: F401 - defines the boundaries replayed here\n\n"
+        )
+    return (
+        f"    # import the module that defines the boundary {_literal(root.name)} here, so replay can find it\n"
+        "    # (inside the replay: a configure() the module runs on import is then isolated)\n"
+    )
 
 
 def _module_of(function: str) -> str | None:
@@ -291,26 +464,117 @@ def _gen_test(trace: Trace, args: argparse.Namespace, out: TextIO) -> int:
         "    # The replay must reproduce the recording: no divergence (checked after the test).\n"
         "    # Add assertions on `result` for the behaviour you expect now.\n"
     )
+    live_lines = _live_lines(trace, stub, args.live)
     source = (
         f'"""Regression test for trace {trace.trace_id}, recorded {started}.\n\n'
         f"Generated by `chronicle gen-test`. The trace file next to it is self-contained (payloads inlined).\n"
         f'"""\n\n'
         f"from pathlib import Path\n\n"
         f"import pytest\n\n"
-        f"{_import_line(root, Path.cwd())}\n"
         f"ROOT_BOUNDARY = {_literal(root.name)}\n"
-        f"TRACE = Path(__file__).parent / {_literal('traces')} / {_literal(trace_file.name)}\n\n\n"
+        f"TRACE = Path(__file__).parent / {_literal('traces')} / {_literal(trace_file.name)}\n\n"
+        f"{_live_comment(live_lines)}\n\n"
         f"@pytest.mark.chronicle_replay(TRACE, {', '.join(options)})\n"
         f"def test_{slug}(chronicle_replay):\n"
+        f"{_import_line(root, Path.cwd())}"
         f"    result = chronicle_replay.rerun()  # an async root runs in its own event loop\n"
         f"{expectations}"
     )
     _check_module(source, test_file)
+    for line in live_lines:
+        print(f"gen-test: {_clean(line)}", file=sys.stderr)
     trace.save(trace_file)
     test_file.parent.mkdir(parents=True, exist_ok=True)
     test_file.write_text(source, encoding="utf-8")
     print(json.dumps({"test": str(test_file), "trace": str(trace_file)}), file=out)
     return 0
+
+
+@dataclasses.dataclass(frozen=True)
+class _LiveCalls:
+    """The boundaries of one name and kind that run their current code in the replay of the generated test."""
+
+    kind: str
+    name: str
+    calls: int
+    root: bool
+
+
+_MAX_LIVE_LISTED = 50
+
+
+def _live_calls(trace: Trace, stub: list[str], live: list[str]) -> list[_LiveCalls]:
+    """The recorded calls that will run live under the selectors, by kind and name in call order.
+
+    The decision is the replay's own (:class:`~chronicle_otel.replay.ReplayRun`). ``rerun()`` calls the root; a call
+    below it runs only when no boundary above it is stubbed (a stub answers for its whole subtree), and runs live
+    when it is not stubbed itself.
+    """
+    from ..replay import ReplayRun
+
+    run = ReplayRun(trace, stub=tuple(dict.fromkeys(stub)), live=tuple(dict.fromkeys(live)))
+    mode = {b.span_id: run._mode(b.name, b.kind) for b in trace.boundaries}
+    runs: dict[str, bool] = {}
+
+    def called(b: Boundary) -> bool:
+        chain: list[Boundary] = []
+        current: Boundary | None = b
+        while current is not None and current.span_id not in runs:
+            chain.append(current)
+            current = current.parent
+        if current is None:
+            known = chain[-1] is trace.root  # another top-level boundary: rerun() does not call it
+        else:
+            known = runs[current.span_id] and mode[current.span_id] != "stub"
+        for node in reversed(chain):
+            runs[node.span_id] = known
+            known = known and mode[node.span_id] != "stub"
+        return runs[b.span_id]
+
+    groups: dict[tuple[str, str], _LiveCalls] = {}
+    for b in trace.boundaries:
+        if mode[b.span_id] != "live" or not called(b):
+            continue
+        seen = groups.get((b.kind, b.name))
+        calls = 1 if seen is None else seen.calls + 1
+        is_root = b is trace.root or (seen is not None and seen.root)
+        groups[(b.kind, b.name)] = _LiveCalls(b.kind, b.name, calls, is_root)
+    return list(groups.values())
+
+
+def _tool_calls(live_calls: list[_LiveCalls]) -> int:
+    return sum(c.calls for c in live_calls if c.kind == "tool" and not c.root)
+
+
+def _live_lines(trace: Trace, stub: list[str], live: list[str]) -> list[str]:
+    """The live calls of the generated test, one line each (recorded names as Python literals), and for tools that
+    run live, the ``--stub`` options that answer them from the recording."""
+    live_calls = _live_calls(trace, stub, live)
+    if not live_calls:
+        return ["No boundary runs live: every call is answered from the recording."]
+    lines = ["Boundaries that run LIVE (their current code runs; the others answer from the recording):"]
+    shown = live_calls[:_MAX_LIVE_LISTED]
+    kind_width = max(len(_literal(c.kind)) for c in shown)
+    name_width = max(len(_literal(c.name)) for c in shown)
+    for c in shown:
+        count = f"{c.calls} call{'s' if c.calls != 1 else ''}"
+        tail = "  (the root: the code under test)" if c.root else ""
+        lines.append(f"  {_literal(c.kind):{kind_width}}  {_literal(c.name):{name_width}}  {count}{tail}")
+    if len(live_calls) > len(shown):
+        lines.append(f"  … and {len(live_calls) - len(shown)} more")
+    tools = _tool_calls(live_calls)
+    with_tools = [*dict.fromkeys([*stub, "kind:tool"])]
+    if tools and _tool_calls(_live_calls(trace, with_tools, live)) < tools:
+        options = " ".join(f"--stub {selector}" for selector in with_tools)
+        lines.append("Tools that run live call what they called when recorded:")
+        lines.append(f"re-generate with --stub kind:tool to answer them from the recording ({options}).")
+    return lines
+
+
+def _live_comment(lines: list[str]) -> str:
+    """``lines`` as a comment block of the generated module: control characters escaped, so no line break can
+    leave the comment."""
+    return "".join(f"# {_clean(line)}\n" for line in lines)
 
 
 def _check_expression(expr: str) -> None:
@@ -321,12 +585,21 @@ def _check_expression(expr: str) -> None:
 
 
 def _check_module(source: str, path: Path) -> None:
-    """The generated module parses, and its only top-level statements are the expected kinds."""
+    """The generated module parses, its only top-level statements are the expected kinds (importing only ``Path``
+    and ``pytest``), and the test function imports at most one module, as its first statement."""
     try:
         tree = ast.parse(source, filename=str(path))
     except SyntaxError as exc:  # pragma: no cover - every recorded value enters as a literal
         raise ChronicleError(f"the generated test would not parse ({exc.msg}); nothing written") from None
     allowed = (ast.Expr, ast.ImportFrom, ast.Import, ast.Assign, ast.FunctionDef)
     functions = [node for node in tree.body if isinstance(node, ast.FunctionDef)]
-    if len(functions) != 1 or not all(isinstance(node, allowed) for node in tree.body):  # pragma: no cover
+    imported = {a.name for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom)) for a in node.names}
+    body = functions[0].body if len(functions) == 1 else []
+    imports_in_body = [i for i, node in enumerate(body) if isinstance(node, (ast.Import, ast.ImportFrom))]
+    if (
+        len(functions) != 1
+        or not all(isinstance(node, allowed) for node in tree.body)
+        or imported != {"Path", "pytest"}
+        or imports_in_body not in ([], [0])
+    ):  # pragma: no cover - the template has this shape
         raise ChronicleError("the generated test has an unexpected shape; nothing written")

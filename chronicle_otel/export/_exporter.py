@@ -1,11 +1,18 @@
-"""ChronicleExporter: spans as OTLP/JSON lines plus full payloads, into a :class:`LocalStore`."""
+"""ChronicleExporter: spans as OTLP/JSON lines plus full payloads, into a :class:`LocalStore`.
+
+Which traces are written (``keep="boundaries"``) is decided span by span as export batches arrive; the
+rules are on :class:`ChronicleExporter`. The work per span is a few dictionary operations, plus, once per
+local root span of a trace without a boundary, a walk of the spans held below it.
+"""
 
 from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Sequence
-from typing import Any
+import time
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from typing import Any, Final, Literal
 
 import orjson
 from opentelemetry.sdk.trace import ReadableSpan
@@ -16,7 +23,21 @@ from .. import semconv
 from .._internal.buffer import PayloadBuffer
 from .._internal.errors import handle_internal_errors, warn_once
 from .._internal.otlp_json import export_request
+from .._internal.params import STORE_KEEP, resolve
 from ..store import LocalStore, TraceRecord
+
+DEFAULT_HOLD_SPANS: Final = 20_000
+"""Spans of traces with no boundary yet that the exporter holds at most."""
+DEFAULT_HOLD_BYTES: Final = 32 * 1024 * 1024
+"""Estimated bytes of held spans (attributes, events, payloads) the exporter holds at most."""
+DEFAULT_HOLD_SECONDS: Final = 60.0
+"""How long a span waits for a boundary of its trace before it is dropped."""
+
+_KEPT_TRACES: Final = 100_000
+_EVICTED_TRACES: Final = 100_000
+_DROPPED_SPAN_IDS: Final = 100_000
+
+Payloads = list[tuple[str, bytes]]
 
 
 class ChronicleExporter(SpanExporter):
@@ -25,7 +46,26 @@ class ChronicleExporter(SpanExporter):
     Each export writes, per trace, one OTLP/JSON ``ExportTraceServiceRequest`` line (the shape of the
     Collector's ``file`` exporter), indexes it by trace id, and stores the full payloads that boundary
     calls handed over for spans whose attributes were truncated. Optionally forwards the same spans to
-    another exporter.
+    another exporter, unfiltered.
+
+    With ``keep="boundaries"`` (the default) only traces with at least one boundary span
+    (``chronicle.boundary.name``) are stored, so an application's health checks and other requests traced on
+    the same provider stay out. The spans of a trace arrive over several batches, in the order they end:
+
+    * a trace is kept when one of its boundary spans arrives: it is written with the spans of it held so far,
+      and every later span of it is written directly (kept trace ids are remembered, least recently used
+      first out, up to 100,000);
+    * a span of a trace not (yet) kept is held in memory, within ``hold_spans`` and ``hold_bytes``;
+    * when a local root span (no parent, or a parent in another process) of such a trace ends, it and the
+      spans held below it are dropped: that request had no boundary. Their ids are remembered (up to 100,000),
+      so the spans below them that end later (detached tasks) are dropped as they arrive; a later request of
+      the same distributed trace is decided afresh;
+    * when the holding area is full the oldest held trace is dropped, and a span held longer than
+      ``hold_seconds`` is dropped; both are counted, and if their trace then turns out to have a boundary
+      they are counted as lost and one warning says so.
+
+    :meth:`force_flush` leaves spans of traces still running held; :meth:`shutdown` drops them (no boundary
+    came). ``keep="all"`` writes every span as it arrives.
 
     The exporter never raises into the application: a failure is logged once and ``export`` returns
     ``FAILURE``. ``shutdown`` is idempotent; exporting after it logs one warning.
@@ -34,6 +74,24 @@ class ChronicleExporter(SpanExporter):
         store: a :class:`LocalStore`, a directory, or None for the default store.
         forward_to: another exporter (e.g. OTLP) that receives every exported batch too.
         payload_buffer: the hand-off from boundary calls; :func:`chronicle_otel.configure` wires it.
+        keep: ``boundaries`` or ``all`` (every span, as it arrives). Default: ``$CHRONICLE_STORE_KEEP``,
+            else ``boundaries``.
+        hold_spans: most spans held at once; beyond it the oldest held trace is dropped.
+        hold_bytes: most estimated bytes held at once; beyond it the oldest held trace is dropped.
+        hold_seconds: how long a span is held before it is dropped.
+
+    Attributes:
+        keep: ``boundaries`` or ``all``.
+        filtered_traces: traces (each local root span of one) not stored because no boundary was seen.
+        filtered_spans: spans not stored because their trace had no boundary.
+        evicted_spans: held spans dropped because the holding area was full.
+        expired_spans: held spans dropped because they waited longer than ``hold_seconds``.
+        lost_spans: evicted or expired spans whose trace then turned out to have a boundary: missing
+            from a stored trace.
+
+    Raises:
+        ConfigError: ``keep`` or ``$CHRONICLE_STORE_KEEP`` is not ``boundaries`` or ``all``.
+        ValueError: a hold bound is negative.
     """
 
     def __init__(
@@ -42,15 +100,42 @@ class ChronicleExporter(SpanExporter):
         *,
         forward_to: SpanExporter | None = None,
         payload_buffer: PayloadBuffer | None = None,
+        keep: Literal["boundaries", "all"] | None = None,
+        hold_spans: int = DEFAULT_HOLD_SPANS,
+        hold_bytes: int = DEFAULT_HOLD_BYTES,
+        hold_seconds: float = DEFAULT_HOLD_SECONDS,
     ) -> None:
+        self.keep: Literal["boundaries", "all"] = "all" if resolve(STORE_KEEP, keep) == "all" else "boundaries"
+        if min(hold_spans, hold_bytes, hold_seconds) < 0:
+            raise ValueError("hold_spans, hold_bytes and hold_seconds must be >= 0")
         self.store = store if isinstance(store, LocalStore) else LocalStore(store)
         self.forward_to = forward_to
         self.payload_buffer = payload_buffer if payload_buffer is not None else PayloadBuffer()
+        self.hold_spans = hold_spans
+        self.hold_bytes = hold_bytes
+        self.hold_seconds = hold_seconds
+        self.filtered_traces = 0
+        self.filtered_spans = 0
+        self.evicted_spans = 0
+        self.expired_spans = 0
+        self.lost_spans = 0
+        self._held: OrderedDict[int, _Held] = OrderedDict()  # by trace id, oldest first
+        self._held_count = 0
+        self._held_size = 0
+        self._kept: OrderedDict[int, None] = OrderedDict()
+        self._dropped: OrderedDict[int, set[int]] = OrderedDict()  # span ids of dropped parts, by trace id
+        self._dropped_ids = 0
+        self._evicted: OrderedDict[int, int] = OrderedDict()  # spans evicted or expired, by trace id
         self._lock = threading.Lock()
         self._shutdown = False
 
     def __repr__(self) -> str:
-        return f"ChronicleExporter({self.store!r})"
+        return f"ChronicleExporter({self.store!r}, keep={self.keep!r})"
+
+    @property
+    def held_spans(self) -> int:
+        """Spans held now, waiting for a boundary of their trace."""
+        return self._held_count
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         """Write ``spans`` to the store (and forward them); never raises."""
@@ -70,8 +155,11 @@ class ChronicleExporter(SpanExporter):
         return SpanExportResult.SUCCESS if written and forwarded else SpanExportResult.FAILURE
 
     def _write(self, spans: Sequence[ReadableSpan]) -> None:
+        if self.keep != "all":
+            self._write_kept(spans)
+            return
         by_trace: dict[int, list[ReadableSpan]] = {}
-        payloads: list[tuple[str, bytes]] = []
+        payloads: Payloads = []
         for span in spans:
             ctx = span.context
             if ctx is None:
@@ -80,6 +168,168 @@ class ChronicleExporter(SpanExporter):
             payloads.extend(self.payload_buffer.take(ctx.span_id))
         records = [self._record(trace_id, items) for trace_id, items in by_trace.items()]
         self.store.write_batch(records, payloads)
+
+    # ------------------------------------------------------------------------------------ keep="boundaries"
+
+    def _write_kept(self, spans: Sequence[ReadableSpan]) -> None:
+        """Write the spans of traces with a boundary; hold or drop the others."""
+        by_trace: dict[int, list[tuple[ReadableSpan, int]]] = {}
+        for span in spans:
+            ctx = span.context
+            if ctx is not None:
+                by_trace.setdefault(ctx.trace_id, []).append((span, ctx.span_id))
+        now = time.monotonic()
+        self._expire(now - self.hold_seconds)
+        take = self.payload_buffer.take
+        payloads: Payloads = []
+        records = []
+        for trace_id, items in by_trace.items():
+            if trace_id in self._kept or any(_is_boundary(span) for span, _ in items):
+                written = self._release(trace_id, payloads)
+                for span, span_id in items:
+                    written.append(span)
+                    payloads.extend(take(span_id))
+                records.append(self._record(trace_id, written))
+                continue
+            roots = []
+            for span, span_id in items:
+                parent = span.parent
+                if parent is None or parent.is_remote:
+                    roots.append(span_id)
+                else:
+                    self._hold(trace_id, span, span_id, parent.span_id, take(span_id), now)
+            for span_id in roots:  # after the spans of the same batch, which may be below it
+                take(span_id)
+                self.filtered_traces += 1
+                self._drop_below(trace_id, span_id)
+                self._evicted.pop(trace_id, None)  # no boundary: what was evicted of it is not lost
+        if records or payloads:
+            self.store.write_batch(records, payloads)
+
+    def _release(self, trace_id: int, payloads: Payloads) -> list[ReadableSpan]:
+        """Mark the trace kept; its held spans (to write) and their payloads."""
+        kept = self._kept
+        if trace_id in kept:
+            kept.move_to_end(trace_id)
+        else:
+            kept[trace_id] = None
+            if len(kept) > _KEPT_TRACES:
+                kept.popitem(last=False)
+            ids = self._dropped.pop(trace_id, None)
+            if ids is not None:
+                self._dropped_ids -= len(ids)
+            lost = self._evicted.pop(trace_id, 0)
+            if lost:
+                self.lost_spans += lost
+                warn_once(
+                    "store-keep-lost",
+                    "chronicle_otel: %d span(s) of trace %032x were dropped while waiting for its first boundary "
+                    "(the holding area was full or they waited longer than %ss), so the stored trace misses them; "
+                    "ChronicleExporter.lost_spans counts them. Later losses are counted only.",
+                    lost,
+                    trace_id,
+                    self.hold_seconds,
+                )
+        held = self._held.pop(trace_id, None)
+        if held is None:
+            return []
+        self._held_count -= len(held.spans)
+        self._held_size -= held.size
+        out = []
+        for span, span_payloads, _ in held.spans.values():
+            out.append(span)
+            payloads.extend(span_payloads)
+        return out
+
+    def _hold(
+        self, trace_id: int, span: ReadableSpan, span_id: int, parent_id: int, payloads: Payloads, now: float
+    ) -> None:
+        dropped = self._dropped.get(trace_id)
+        if dropped is not None and parent_id in dropped:  # ended after the dropped root it belongs to
+            self._drop_below(trace_id, span_id)
+            return
+        held = self._held.get(trace_id)
+        if held is None:
+            held = self._held[trace_id] = _Held(now)
+        size = _span_size(span) + sum(len(data) for _, data in payloads)
+        held.spans[span_id] = (span, payloads, size)
+        held.children.setdefault(parent_id, []).append(span_id)
+        held.size += size
+        self._held_count += 1
+        self._held_size += size
+        while self._held and (self._held_count > self.hold_spans or self._held_size > self.hold_bytes):
+            old_id, old = self._held.popitem(last=False)
+            self._forget(old_id, old)
+            self.evicted_spans += len(old.spans)
+            warn_once(
+                "store-keep-full",
+                "chronicle_otel: the spans waiting for a boundary of their trace exceed %d spans or %d bytes; the "
+                "oldest are dropped (ChronicleExporter.evicted_spans counts them, lost_spans those whose trace then "
+                "had a boundary). Later evictions are counted only.",
+                self.hold_spans,
+                self.hold_bytes,
+            )
+
+    def _drop_below(self, trace_id: int, span_id: int) -> None:
+        """Drop ``span_id`` and the spans held below it; remember their ids for their late descendants."""
+        ids = {span_id}
+        held = self._held.get(trace_id)
+        if held is not None:
+            stack = [span_id]
+            while stack:
+                for child in held.children.pop(stack.pop(), ()):
+                    entry = held.spans.pop(child, None)
+                    if entry is not None:
+                        ids.add(child)
+                        stack.append(child)
+                        held.size -= entry[2]
+                        self._held_count -= 1
+                        self._held_size -= entry[2]
+            if not held.spans:
+                del self._held[trace_id]
+        self.filtered_spans += len(ids)
+        known = self._dropped.get(trace_id)
+        if known is None:
+            self._dropped[trace_id] = ids
+            self._dropped_ids += len(ids)
+        else:
+            before = len(known)
+            known |= ids
+            self._dropped_ids += len(known) - before
+            self._dropped.move_to_end(trace_id)
+        while self._dropped_ids > _DROPPED_SPAN_IDS and len(self._dropped) > 1:
+            _, old = self._dropped.popitem(last=False)
+            self._dropped_ids -= len(old)
+
+    def _expire(self, deadline: float) -> None:
+        """Drop held traces that started waiting at or before ``deadline``."""
+        held = self._held
+        while held:
+            trace_id, oldest = next(iter(held.items()))
+            if oldest.since > deadline:
+                return
+            held.popitem(last=False)
+            self._forget(trace_id, oldest)
+            self.expired_spans += len(oldest.spans)
+
+    def _forget(self, trace_id: int, held: _Held) -> None:
+        """Account for ``held``, already taken out of the holding area, as evicted or expired."""
+        count = len(held.spans)
+        self._held_count -= count
+        self._held_size -= held.size
+        self._evicted[trace_id] = self._evicted.pop(trace_id, 0) + count
+        if len(self._evicted) > _EVICTED_TRACES:
+            self._evicted.popitem(last=False)
+
+    def _drop_held(self) -> None:
+        """Drop every held span: their traces had no boundary up to now."""
+        for held in self._held.values():
+            self.filtered_traces += 1
+            self.filtered_spans += len(held.spans)
+        self._held.clear()
+        self._held_count = self._held_size = 0
+
+    # ------------------------------------------------------------------------------------ records
 
     @staticmethod
     def _record(trace_id: int, spans: list[ReadableSpan]) -> TraceRecord:
@@ -112,9 +362,15 @@ class ChronicleExporter(SpanExporter):
         return TraceRecord(f"{trace_id:032x}", line, len(spans), errors, root, outer, service)
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
-        """Flush the store's open segment (and the forward exporter)."""
+        """Flush the store's open segment (and the forward exporter).
+
+        Spans held for a trace still running stay held (they are dropped at :meth:`shutdown` if no boundary
+        comes); those held longer than ``hold_seconds`` are dropped now.
+        """
         flushed = False
         with handle_internal_errors("flushing %s", self.store.path, external=True):
+            with self._lock:
+                self._expire(time.monotonic() - self.hold_seconds)
             self.store.flush()
             flushed = True
         if self.forward_to is None:
@@ -125,12 +381,54 @@ class ChronicleExporter(SpanExporter):
         return flushed and forwarded
 
     def shutdown(self) -> None:
-        """Close the store and shut the forward exporter down; safe to call twice."""
+        """Drop the spans still held (no boundary came), close the store, shut the forward exporter down.
+
+        Safe to call twice.
+        """
         if self._shutdown:
             return
         self._shutdown = True
         with self._lock, handle_internal_errors("closing %s", self.store.path, external=True):
+            self._drop_held()
             self.store.close()
         if self.forward_to is not None:
             with handle_internal_errors("shutting down %s", type(self.forward_to).__name__, external=True):
                 self.forward_to.shutdown()
+
+
+class _Held:
+    """The spans of one trace waiting for its first boundary."""
+
+    __slots__ = ("children", "since", "size", "spans")
+
+    def __init__(self, since: float) -> None:
+        self.since = since
+        self.spans: dict[int, tuple[ReadableSpan, Payloads, int]] = {}  # span id -> (span, payloads, size)
+        self.children: dict[int, list[int]] = {}  # parent span id -> ids of held spans below it
+        self.size = 0
+
+
+def _is_boundary(span: ReadableSpan) -> bool:
+    attrs = span.attributes
+    return attrs is not None and semconv.BOUNDARY_NAME in attrs
+
+
+def _span_size(span: ReadableSpan) -> int:
+    """A rough size of a held span in memory, in bytes: its strings count, plus a fixed cost per item."""
+    size = 512 + len(span.name) + _attributes_size(span.attributes) + 128 * len(span.links)
+    for event in span.events:
+        size += 128 + len(event.name) + _attributes_size(event.attributes)
+    return size
+
+
+def _attributes_size(attributes: Mapping[str, Any] | None) -> int:
+    if not attributes:
+        return 0
+    size = 0
+    for key, value in attributes.items():
+        size += 64 + len(key)
+        if isinstance(value, (str, bytes)):
+            size += len(value)
+        elif isinstance(value, Sequence):
+            size += sum(len(item) + 8 if isinstance(item, str) else 16 for item in value)
+    return size

@@ -8,6 +8,8 @@ Usage::
     trace = load_trace(".chronicle", trace_id="latest-failed")    # the most recent trace whose root failed
     trace = load_trace("incident.jsonl")                           # an OTLP/JSON file (one trace in it)
     trace = load_trace("collector-out.json.gz", trace_id="3f8a…")  # gzip, several traces: select by id
+    trace = load_trace("collector-out/", trace_id="3f8a…")         # every trace file of a directory, merged
+    trace = load_trace("collector-out/traces*.jsonl", trace_id="3f8a…")  # every file a glob pattern matches
 
     trace = load_trace("phoenix+http://127.0.0.1:6006", trace_id="3f8a…")   # pulled from a backend by id
 
@@ -22,6 +24,14 @@ JSON document (an object or a list of them), plain or gzip. Ids may be hex (any 
 attributes written as strings stay exact; the older ``instrumentationLibrarySpans`` shape and snake_case field
 names are read too. Spans split over lines, out of order or repeated are merged.
 
+A directory that is not a chronicle store is read as trace files: every regular file in it (not below it) named
+``*.json``, ``*.jsonl``, ``*.ndjson``, ``*.pb``, ``*.proto`` or ``*.otlp``, optionally with ``.gz``, ``.zst`` or
+``.zstd`` after it; hidden files are skipped. That is the Collector ``file`` exporter's rotation: ``traces.jsonl``
+and its backups ``traces-2026-11-30T10-00-00.000.jsonl``. A glob pattern (``*``, ``?``, ``[…]``, not an existing
+path) reads every regular file it matches, whatever its name. The spans of all the files are merged, so a trace split
+across rotated files loads whole. Each file has the bounds of :class:`LoadLimits`; at most :data:`MAX_TRACE_FILES`
+files are read.
+
 A payload attribute cut on the span is rehydrated from the payload store by its hash and verified: ``store=``
 (``s3://bucket/prefix`` for object storage shared by a fleet, or a store directory; by default
 ``$CHRONICLE_PAYLOADS``), then the store being read, then the local store if there is one. When none has the whole
@@ -33,8 +43,9 @@ API:
 
 from __future__ import annotations
 
+import glob
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -50,6 +61,7 @@ from ._http import SOURCES, HttpTraceSource, JaegerSource, PhoenixSource, TempoS
 from ._limits import LoadLimits
 
 __all__ = [
+    "MAX_TRACE_FILES",
     "SUPPORTED_FORMATS",
     "HttpTraceSource",
     "JaegerSource",
@@ -138,7 +150,8 @@ def load_trace(
 
     Args:
         source: a :class:`~chronicle_otel.store.LocalStore` (or :class:`~chronicle_otel.store.StoreReader`), a store
-            directory, a trace file, a backend URL (``phoenix+http://…``) or a :class:`TraceSource`.
+            directory, a trace file, a directory of trace files, a glob pattern of trace files
+            (``"collector-out/traces*.jsonl"``), a backend URL (``phoenix+http://…``) or a :class:`TraceSource`.
         trace_id: the trace to load (32 hex digits, any case). For a store, also ``"latest"`` or
             ``"latest-failed"``. May be omitted when the source holds exactly one trace.
         store: the payload store to rehydrate payloads cut on spans from: ``s3://bucket/prefix``, a store
@@ -155,7 +168,8 @@ def load_trace(
     Raises:
         TraceNotFoundError: the trace id is not in the source.
         LoadLimitError: the source exceeds one of ``limits``.
-        TraceLoadError: the source cannot be read, is not trace data, or holds several traces and no id was given.
+        TraceLoadError: the source cannot be read, is not trace data, holds several traces and no id was given, or
+            is a directory or pattern with no trace file or more than :data:`MAX_TRACE_FILES` of them.
         StoreError: a store directory is damaged, or the object store cannot be reached.
         ConfigError: the payload store setting is malformed.
     """
@@ -171,10 +185,78 @@ def load_trace(
         return assemble(spans_iter, trace_id, repr(source), _sources(payloads, None), allow)
     path = Path(source)
     if path.is_dir():
-        raise TraceLoadError("a directory that is not a chronicle store", source=path, expected=MANIFEST)
+        files = _trace_files(_named_like_traces(path), path)
+        if not files:
+            raise TraceLoadError("a directory that is not a chronicle store", source=path, expected=_DIRECTORY)
+        return assemble(_read_all(files, limits), trace_id, str(path), _sources(payloads, None), allow)
+    if not path.exists() and _is_pattern(os.fspath(source)):
+        pattern = os.fspath(source)
+        files = _trace_files((Path(p) for p in glob.iglob(pattern)), pattern)
+        if not files:
+            raise TraceLoadError("no file matches the pattern", source=pattern)
+        return assemble(_read_all(files, limits), trace_id, pattern, _sources(payloads, None), allow)
     if not path.exists():
         raise TraceLoadError("no such file or store", source=path)
     return assemble(read_path(path, limits=limits), trace_id, str(path), _sources(payloads, None), allow)
+
+
+MAX_TRACE_FILES = 10_000
+"""Most files a directory or a glob pattern may give one :func:`load_trace` (each file has the bounds of
+:class:`LoadLimits`)."""
+
+_TRACE_SUFFIXES = (".json", ".jsonl", ".ndjson", ".pb", ".proto", ".otlp")
+_COMPRESSION_SUFFIXES = (".gz", ".zst", ".zstd")
+_DIRECTORY = f"{MANIFEST}, or trace files: *.json, *.jsonl, *.ndjson, *.pb, *.proto, *.otlp, maybe .gz/.zst"
+
+
+def _is_pattern(text: str) -> bool:
+    return any(c in text for c in "*?[")
+
+
+def _named_like_traces(directory: Path) -> Iterator[Path]:
+    """The files of ``directory`` (not below it) whose names say they hold trace data; hidden files skipped."""
+    try:
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                name = entry.name.lower()
+                if name.startswith("."):
+                    continue
+                for suffix in _COMPRESSION_SUFFIXES:
+                    if name.endswith(suffix):
+                        name = name[: -len(suffix)]
+                        break
+                if name.endswith(_TRACE_SUFFIXES):
+                    yield Path(entry.path)
+    except OSError as exc:
+        raise TraceLoadError(f"cannot list the directory ({exc.strerror or exc})", source=directory) from None
+
+
+def _trace_files(candidates: Iterable[Path], source: object) -> list[Path]:
+    """The regular files among ``candidates`` (links followed; directories, pipes and devices skipped), sorted."""
+    files: list[Path] = []
+    try:
+        for candidate in candidates:
+            if not candidate.is_file():
+                continue
+            files.append(candidate)
+            if len(files) > MAX_TRACE_FILES:
+                raise TraceLoadError(
+                    f"more than {MAX_TRACE_FILES} trace files; name fewer with a glob pattern",
+                    source=source,
+                    expected=f"at most {MAX_TRACE_FILES} files",
+                )
+    finally:
+        close = getattr(candidates, "close", None)
+        if close is not None:
+            close()  # the directory listing, when it stopped early
+    return sorted(files)
+
+
+def _read_all(files: Sequence[Path], limits: LoadLimits | None) -> Iterator[SpanRecord]:
+    """The spans of every file in turn (the loader merges the pieces of a trace split across them)."""
+    bounds = limits if limits is not None else LoadLimits.from_env()
+    for path in files:
+        yield from read_path(path, limits=bounds)
 
 
 def _sources(explicit: list[PayloadSource], local: StoreReader | None) -> PayloadSources:

@@ -12,7 +12,10 @@ from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
 
 import chronicle_otel as chronicle
 
-config = chronicle.configure(service_name="quote-service", store=chronicle.StoreOptions(processor="simple"), otlp=False)
+# No boundary runs here: its spans join the callers' traces in the shared store only with keep="all".
+config = chronicle.configure(
+    service_name="quote-service", store=chronicle.StoreOptions(processor="simple", keep="all"), otlp=False
+)
 REQUESTS = {"quote": 0}
 
 

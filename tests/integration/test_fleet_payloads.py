@@ -298,14 +298,15 @@ def test_fleet_payloads_pull_and_replay_without_local_stores(
         _check_pulled(replica, incident, nowhere)
         generated.append(_gen_test(replica, incident, f"phoenix_replica_{replica.index}", project, without_bucket))
 
-        # 3. The same pull without the bucket: the payloads cut on spans are missing.
+        # 3. The same pull without the bucket: the payloads cut on spans are missing (accepted: exit 0, not 3).
         bare = project / f"bare-{replica.index}.jsonl"
         summary = _chronicle(
-            ["pull", tid, "--from", phoenix_url, "-o", str(bare), "--quiet"],
+            ["pull", tid, "--from", phoenix_url, "-o", str(bare), "--quiet", "--allow-incomplete"],
             cwd=project,
             env=_environ(CHRONICLE_HOME=str(nowhere)),
         )
         assert summary["missing_payloads"] == CUT_PER_RUN and summary["rehydrated"] == 0, summary
+        assert summary["complete"] is False and len(summary["problems"]) == CUT_PER_RUN, summary
 
         # 4. From the Collector-format file with the bucket, as from the backend.
         from_file = project / f"from-collector-{replica.index}.jsonl"

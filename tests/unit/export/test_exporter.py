@@ -113,7 +113,7 @@ def LocalStoreOf(config: chronicle.ChronicleConfig) -> chronicle.LocalStore:
 
 def test_forward_to_another_exporter(tmp_path: Path) -> None:
     forward = InMemorySpanExporter()
-    exporter = chronicle.ChronicleExporter(tmp_path, forward_to=forward)
+    exporter = chronicle.ChronicleExporter(tmp_path, forward_to=forward, keep="all")
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     with provider.get_tracer("t").start_as_current_span("x"):
@@ -143,7 +143,7 @@ def test_a_failing_forward_exporter_is_contained(tmp_path: Path, swallow_interna
         def export(self, spans: Any) -> SpanExportResult:
             raise ConnectionError("collector is down")
 
-    exporter = chronicle.ChronicleExporter(tmp_path, forward_to=Broken())
+    exporter = chronicle.ChronicleExporter(tmp_path, forward_to=Broken(), keep="all")
     provider = TracerProvider()
     memory = InMemorySpanExporter()
     provider.add_span_processor(SimpleSpanProcessor(memory))
