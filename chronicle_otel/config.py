@@ -625,12 +625,21 @@ def is_isolated() -> bool:
 SIGNAL_FLUSH_MILLIS = 5_000
 """How long a flush on SIGTERM/SIGINT may take (a container's grace period is usually 30 s)."""
 
+DRAIN_SECONDS = 30.0
+"""How long after a stop signal a server's drained requests are exported as they end (the usual grace period)."""
 
-def _flush_on_signal(final: bool) -> None:
-    """Export what is finished, bounded; when the process is about to end, also put waiting payloads in the spool."""
+
+def _flush_on_signal(how: signals.Ending) -> None:
+    """Export what is finished, bounded, when a stop signal arrives.
+
+    When the process ends next, waiting payloads also go to the spool; when a server shuts down gracefully, each
+    trace is exported as it ends, for the rest of the shutdown.
+    """
     config = _DEFAULT.config
     if config is not None:
-        config._pipeline.flush_for_exit(SIGNAL_FLUSH_MILLIS, final=final)
+        config._pipeline.flush_for_exit(
+            SIGNAL_FLUSH_MILLIS, final=how == "exit", drain_seconds=DRAIN_SECONDS if how == "server" else 0.0
+        )
 
 
 def _shutdown_at_exit() -> None:

@@ -14,13 +14,14 @@ to the provider.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from opentelemetry import trace as trace_api
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
-from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter
 
 from ..export import ChronicleExporter
@@ -41,6 +42,7 @@ class Pipeline:
 
     __slots__ = (
         "_closed",
+        "_drain",
         "_lock",
         "created_provider",
         "exporter",
@@ -66,6 +68,7 @@ class Pipeline:
         payload_buffer: PayloadBuffer | None = None,
         uploader: PayloadUploader | None = None,
         upload_all: bool = False,
+        drain: bool = False,
     ) -> None:
         self.tracer_provider = tracer_provider
         """The provider boundary spans are created with; None means the global one, looked up lazily."""
@@ -85,6 +88,7 @@ class Pipeline:
         self.tracer = provider.get_tracer(INSTRUMENTATION_NAME, __version__)
         self._closed = False
         self._lock = threading.Lock()
+        self._drain = _DrainOnStop(self) if drain else None
 
     @property
     def payload_sink(self) -> PayloadBuffer | PayloadUploader | None:
@@ -159,6 +163,7 @@ class Pipeline:
             payload_buffer=buffer,
             uploader=uploader,
             upload_all=payloads is not None and payloads[1].upload_all,
+            drain=True,
         )
 
     def start(self) -> None:
@@ -166,6 +171,8 @@ class Pipeline:
         if isinstance(self.tracer_provider, TracerProvider):
             for processor in self.processors:
                 self.tracer_provider.add_span_processor(processor)
+            if self._drain is not None:  # last: a span has reached every exporter's queue when it runs
+                self.tracer_provider.add_span_processor(self._drain)
 
     @property
     def closed(self) -> bool:
@@ -195,18 +202,27 @@ class Pipeline:
                 ok = self.uploader.force_flush(timeout_millis) and ok
         return ok
 
-    def flush_for_exit(self, timeout_millis: int, *, final: bool) -> None:
-        """Flush within ``timeout_millis`` for a stop signal; when ``final`` (the process ends next, skipping
-        ``atexit``), also stop the payload uploader, which spools what it could not write."""
-        self.force_flush(timeout_millis)
-        if final and not self.owns_provider and isinstance(self.tracer_provider, TracerProvider):
-            # The process ends next: the exporters of the provider chronicle attached to (zero-code
-            # instrumentation's OTLP exporter) would lose their queue too.
+    def flush_for_exit(self, timeout_millis: int, *, final: bool, drain_seconds: float = 0.0) -> bool:
+        """Flush within ``timeout_millis`` for a stop signal; True when everything was exported in time.
+
+        ``final``: the process ends next, skipping ``atexit``: the exporters of the provider chronicle attached
+        to (zero-code instrumentation's OTLP exporter) are flushed too, and the payload uploader stops (it spools
+        what it could not write). ``drain_seconds``: a server handles the signal and shuts down gracefully, and
+        may end the process by the signal's default action, skipping ``atexit``: the attached provider is
+        flushed now, and for that long each trace is exported as its local root span ends.
+        """
+        ok = self.force_flush(timeout_millis)
+        if (final or drain_seconds > 0) and not self.owns_provider and isinstance(self.tracer_provider, TracerProvider):
+            flushed = False
             with handle_internal_errors("flushing the tracer provider", external=True):
-                self.tracer_provider.force_flush(timeout_millis)
+                flushed = bool(self.tracer_provider.force_flush(timeout_millis))
+            ok = flushed and ok
         if final and self.uploader is not None:
             with handle_internal_errors("stopping the payload uploader", external=True):
                 self.uploader.shutdown(timeout=timeout_millis / 1000)
+        if drain_seconds > 0 and ok and self._drain is not None and not self._closed:
+            self._drain.start(drain_seconds, timeout_millis)
+        return ok
 
     def shutdown(self, *, provider: bool = True) -> None:
         """Flush and stop the processors (and the provider, if chronicle created it). Idempotent."""
@@ -214,6 +230,8 @@ class Pipeline:
             if self._closed:
                 return
             self._closed = True
+        if self._drain is not None:
+            self._drain.stop()
         for processor in self.processors:
             with handle_internal_errors("shutting down a span processor", external=True):
                 processor.shutdown()
@@ -229,6 +247,63 @@ class Pipeline:
         if self.owns_provider and isinstance(self.tracer_provider, TracerProvider):
             return self.tracer_provider
         return None
+
+
+class _DrainOnStop(SpanProcessor):
+    """While a server drains its requests after a stop signal, export each trace as its local root span ends.
+
+    The last processor of the provider; idle (one attribute read per span) until :meth:`start`. A flush that
+    does not finish in time (a dead collector) ends the draining: requests are not held up by an export that
+    cannot succeed.
+    """
+
+    __slots__ = ("_local", "_pipeline", "_timeout_millis", "until")
+
+    def __init__(self, pipeline: Pipeline) -> None:
+        self._pipeline = pipeline
+        self._local = threading.local()
+        self._timeout_millis = 0
+        self.until = 0.0
+        """``time.monotonic()`` deadline of the draining; 0 when idle."""
+
+    def start(self, seconds: float, timeout_millis: int) -> None:
+        self._timeout_millis = timeout_millis
+        self.until = time.monotonic() + seconds
+
+    def stop(self) -> None:
+        self.until = 0.0
+
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        return None
+
+    def on_end(self, span: ReadableSpan) -> None:
+        if not self.until:
+            return
+        if time.monotonic() > self.until:
+            self.until = 0.0
+            return
+        parent = span.parent
+        if (parent is not None and not parent.is_remote) or getattr(self._local, "busy", False):
+            return
+        self._local.busy = True  # an export that ends a span of its own does not flush again
+        try:
+            pipeline = self._pipeline
+            ok = pipeline.force_flush(self._timeout_millis)
+            if not pipeline.owns_provider and isinstance(pipeline.tracer_provider, TracerProvider):
+                flushed = False
+                with handle_internal_errors("flushing the tracer provider", external=True):
+                    flushed = bool(pipeline.tracer_provider.force_flush(self._timeout_millis))
+                ok = flushed and ok
+            if not ok:
+                self.until = 0.0
+        finally:
+            self._local.busy = False
+
+    def shutdown(self) -> None:
+        self.until = 0.0
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return True
 
 
 def _uploader(

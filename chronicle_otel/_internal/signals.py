@@ -7,6 +7,12 @@ delivers the signal again, so the process ends with the status it would have had
 the handlers it found and re-raises the signal after its graceful shutdown (uvicorn does) reaches this handler
 last, after its own shutdown: the spans of the requests it drained are flushed too.
 
+A server whose handler was installed *before* chronicle's (uvicorn's worker processes import the application
+inside their signal capture) puts back the default action instead, and the process ends without reaching
+chronicle again. So when the handler found is a server's (any Python callable but the default SIGINT handler),
+the flush callback is told ``"server"``: the pipeline then exports each trace as its request ends, for the
+rest of the graceful shutdown.
+
 Handlers can only be installed from the main thread; elsewhere :func:`install` says so once and spans are
 flushed at exit only.
 """
@@ -17,7 +23,7 @@ import signal
 import threading
 from collections.abc import Callable
 from types import FrameType
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from .errors import warn_once
 
@@ -26,17 +32,29 @@ _MARK: Final = "_chronicle_flush_handler"
 
 _state = threading.local()
 
+Ending = Literal["exit", "server", "interrupt", "ignored"]
+"""How a stop signal goes on after the flush: the default action ends the process now (``exit``); a server's
+handler shuts down gracefully and may end the process later by the default action, skipping ``atexit``
+(``server``); ``KeyboardInterrupt`` is raised, so ``atexit`` runs (``interrupt``); nothing happens (``ignored``)."""
+
+
+def ending(previous: Any) -> Ending:
+    """How the signal goes on when ``previous`` is the handler chronicle's handler chains."""
+    if callable(previous):
+        return "interrupt" if previous is signal.default_int_handler else "server"
+    return "ignored" if previous == signal.SIG_IGN else "exit"
+
 
 def installed(sig: int) -> bool:
     """True when chronicle's handler is the current handler of ``sig``."""
     return bool(getattr(signal.getsignal(sig), _MARK, False))
 
 
-def install(flush: Callable[[bool], None]) -> bool:
+def install(flush: Callable[[Ending], None]) -> bool:
     """Put a flushing handler in front of each signal's handler (once); False when not on the main thread.
 
-    ``flush(final)`` is called on delivery: ``final`` is True when the process is about to end (the previous
-    action was the default one), so the pipeline can shut down rather than only flush.
+    ``flush(how)`` is called on delivery, with how the signal goes on (:data:`Ending`), so the pipeline can stop
+    its uploader when the process ends next, or keep exporting while a server drains its requests.
     """
     if threading.current_thread() is not threading.main_thread():
         warn_once(
@@ -75,13 +93,14 @@ def uninstall() -> None:
             signal.signal(sig, current._chronicle_previous)  # type: ignore[union-attr]
 
 
-def _handler(previous: Any, flush: Callable[[bool], None]) -> Callable[[int, FrameType | None], Any]:
+def _handler(previous: Any, flush: Callable[[Ending], None]) -> Callable[[int, FrameType | None], Any]:
+    how = ending(previous)
+
     def handle(signum: int, frame: FrameType | None) -> Any:
-        final = not callable(previous) and previous != signal.SIG_IGN
         if not getattr(_state, "busy", False):  # a second signal during the flush goes straight on
             _state.busy = True
             try:
-                flush(final)
+                flush(how)
             except Exception as exc:  # never let telemetry change how the signal ends the process
                 warn_once("signals-flush", "chronicle_otel: flushing on a signal failed: %r", exc)
             finally:

@@ -273,11 +273,16 @@ def rotel_to_phoenix(phoenix: Phoenix, tmp_path: Path) -> Iterator[Rotel]:
 
 
 def _alive(pid: int) -> bool:
+    """The process exists and is not a zombie (an exited child nobody reaped yet still answers ``kill(pid, 0)``)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True  # no /proc: trust kill(pid, 0)
+    return stat[stat.rfind(")") + 2 :].split()[0] != "Z"
 
 
 def _wait_ready(pid_file: Path, log_file: Path, http_port: int, timeout: float = 30.0) -> int:

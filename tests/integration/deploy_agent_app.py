@@ -19,10 +19,14 @@ Each response names its trace (``x-trace-id``) and the worker process that serve
 
 from __future__ import annotations
 
+import asyncio
 import os
 import random
 import re
+import time
+import uuid
 from decimal import ROUND_DOWN, Decimal
+from pathlib import Path
 
 import httpx
 from fastapi import FastAPI, Response
@@ -79,6 +83,8 @@ async def handle_order(request: str, seed: int) -> dict[str, object]:
 class OrderRequest(BaseModel):
     request: str
     seed: int
+    hold: bool = False
+    """Wait, before running the agent, until ``$DEPLOY_HOLD_DIR/release`` exists (a request in flight at SIGTERM)."""
 
 
 app = FastAPI(title="agent")
@@ -93,7 +99,18 @@ def _trace_headers(response: Response) -> None:
 @app.post("/order")
 async def order(body: OrderRequest, response: Response) -> dict[str, object]:
     _trace_headers(response)
+    if body.hold:
+        await _hold()
     return await handle_order(body.request, body.seed)
+
+
+async def _hold() -> None:
+    """Say this request has arrived (a file in ``$DEPLOY_HOLD_DIR``), then wait for the release (bounded)."""
+    folder = Path(os.environ["DEPLOY_HOLD_DIR"])
+    (folder / f"{uuid.uuid4().hex}.held").touch()
+    deadline = time.monotonic() + 60
+    while not (folder / "release").exists() and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
 
 
 @app.get("/healthz")

@@ -44,6 +44,7 @@ pytestmark = pytest.mark.integration
 BIN = Path(sys.executable).parent
 ORDER = "sell $1,000 of MSFT"
 BURST = 60  # concurrent POST /order requests
+HELD = 20  # requests in flight when SIGTERM arrives
 HEALTH = 10  # concurrent GET /healthz requests in the same burst
 DEADLINE = 30.0  # seconds for each wait on a service, the store or Phoenix
 AGENT_ROOT, PLAN, TOOL = "deploy.handle_order", "deploy.plan", "deploy.get_quote"
@@ -110,23 +111,18 @@ def launch(tmp_path: Path) -> Iterator[Callable[..., App]]:
     """Start ``opentelemetry-instrument uvicorn tests.integration.<module>:app`` on 127.0.0.1; all stopped by PID."""
     started: list[App] = []
 
-    def start(module: str, env: dict[str, str], *, workers: int = 1) -> App:
+    def start(module: str, env: dict[str, str], *, workers: int = 1, server: str = "uvicorn") -> App:
         port = free_port()
         log = tmp_path / f"{module}.log"
-        command = [
-            str(BIN / "opentelemetry-instrument"),
-            "uvicorn",
-            f"tests.integration.{module}:app",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--log-level",
-            "info",
-            "--no-access-log",
-        ]
-        if workers > 1:
-            command += ["--workers", str(workers)]
+        target = f"tests.integration.{module}:app"
+        if server == "gunicorn":  # gunicorn's pre-fork workers, each running uvicorn
+            command = [str(BIN / "opentelemetry-instrument"), "gunicorn", target, "--bind", f"127.0.0.1:{port}"]
+            command += ["--worker-class", "uvicorn_worker.UvicornWorker", "--workers", str(workers)]
+        else:
+            command = [str(BIN / "opentelemetry-instrument"), "uvicorn", target, "--host", "127.0.0.1"]
+            command += ["--port", str(port), "--log-level", "info", "--no-access-log"]
+            if workers > 1:
+                command += ["--workers", str(workers)]
         with open(log, "wb") as out:
             proc = subprocess.Popen(
                 command,
@@ -140,7 +136,9 @@ def launch(tmp_path: Path) -> Iterator[Callable[..., App]]:
         app = App(proc, f"http://127.0.0.1:{port}", log)
         started.append(app)
         _wait_started(app, workers)
-        if workers > 1:
+        if server == "gunicorn":
+            app.workers = _children(proc.pid)
+        elif workers > 1:
             app.workers = [pid for pid in _children(proc.pid) if "spawn_main" in " ".join(_cmdline(pid))]
         return app
 
@@ -190,21 +188,27 @@ class Deployment:
     quotes: App
     store: Path
     project: str
+    hold: Path
+    """Requests sent with ``hold`` announce themselves here and wait for a ``release`` file."""
 
 
 @pytest.fixture
 def deploy(launch: Callable[..., App], rotel_to_phoenix: Rotel, tmp_path: Path) -> Callable[..., Deployment]:
-    def start(*, workers: int = 1, export_on_timer: bool = True) -> Deployment:
+    def start(*, workers: int = 1, export_on_timer: bool = True, server: str = "uvicorn") -> Deployment:
         """``export_on_timer=False``: the agent's OTLP batches leave only when full or flushed (no 5 s timer), so
         what the last requests left queued reaches Phoenix only through the flush on SIGTERM."""
         project = f"deploy-{uuid.uuid4().hex[:8]}"
         store = tmp_path / "store"
+        hold = tmp_path / "hold"
+        hold.mkdir(exist_ok=True)
         quotes = launch("deploy_quotes_app", _service_env("deploy-quotes", rotel_to_phoenix, store, project))
-        agent_env = _service_env("deploy-agent", rotel_to_phoenix, store, project, DEPLOY_QUOTES_URL=quotes.url)
+        agent_env = _service_env(
+            "deploy-agent", rotel_to_phoenix, store, project, DEPLOY_QUOTES_URL=quotes.url, DEPLOY_HOLD_DIR=str(hold)
+        )
         if not export_on_timer:
             agent_env["OTEL_BSP_SCHEDULE_DELAY"] = "600000"
-        agent = launch("deploy_agent_app", agent_env, workers=workers)
-        return Deployment(agent, quotes, store, project)
+        agent = launch("deploy_agent_app", agent_env, workers=workers, server=server)
+        return Deployment(agent, quotes, store, project, hold)
 
     return start
 
@@ -217,8 +221,8 @@ def _get(url: str) -> tuple[int, dict[str, Any], dict[str, str]]:
         return resp.status, json.loads(resp.read()), dict(resp.headers)
 
 
-def _post_order(url: str, seed: int) -> tuple[int, dict[str, Any], dict[str, str]]:
-    body = json.dumps({"request": ORDER, "seed": seed}).encode()
+def _post_order(url: str, seed: int, hold: bool = False) -> tuple[int, dict[str, Any], dict[str, str]]:
+    body = json.dumps({"request": ORDER, "seed": seed, "hold": hold}).encode()
     request = urllib.request.Request(f"{url}/order", data=body, headers={"Content-Type": "application/json"})
     with _OPENER.open(request, timeout=DEADLINE) as resp:
         return resp.status, json.loads(resp.read()), dict(resp.headers)
@@ -246,6 +250,29 @@ def _burst(app: App, seeds: range, health: int) -> Burst:
     assert len(by_trace) == len(seeds), "each request is its own trace"
     pids = {headers["x-worker-pid"] for _, _, headers in order_results}
     return Burst(by_trace, [headers["x-trace-id"] for _, _, headers in health_results], pids)
+
+
+@contextlib.contextmanager
+def _held_requests(deployment: Deployment, seeds: range) -> Iterator[dict[str, dict[str, Any]]]:
+    """Requests in flight: sent, arrived (each has announced itself), held until the block ends; then released,
+    and their answers (trace id -> body) fill the dictionary yielded."""
+    answers: dict[str, dict[str, Any]] = {}
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(seeds)) as pool:
+        futures = [pool.submit(_post_order, deployment.agent.url, seed, True) for seed in seeds]
+        deadline = time.monotonic() + DEADLINE
+        while len(list(deployment.hold.glob("*.held"))) < len(seeds):
+            assert time.monotonic() < deadline, f"the held requests did not arrive\n{deployment.agent.tail()}"
+            time.sleep(0.02)
+        try:
+            yield answers
+        finally:
+            (deployment.hold / "release").touch()
+        try:
+            results = [f.result(timeout=DEADLINE * 2) for f in futures]
+        except (OSError, concurrent.futures.TimeoutError) as exc:
+            pytest.fail(f"a request in flight at SIGTERM failed: {exc!r}\n{deployment.agent.tail()}")
+    assert all(status == 200 for status, _, _ in results), deployment.agent.tail()
+    answers.update({headers["x-trace-id"]: body for _, body, headers in results})
 
 
 def _terminate(app: App) -> float:
@@ -401,33 +428,48 @@ def test_burst_then_sigterm_keeps_every_trace(
         )
 
 
-@pytest.mark.xfail(
-    reason="open (production deployment): with uvicorn --workers 2 under opentelemetry-instrument, the workers' "
-    "OTLP queues do not all reach Phoenix after SIGTERM to the supervisor; the local store keeps every trace",
-    strict=False,
-)
+@pytest.mark.parametrize("server", ["uvicorn", "gunicorn"])
 def test_workers_each_flush_on_sigterm_to_the_supervisor(
-    deploy: Callable[..., Deployment], phoenix: Phoenix, capsys: pytest.CaptureFixture[str]
+    deploy: Callable[..., Deployment], phoenix: Phoenix, capsys: pytest.CaptureFixture[str], server: str
 ) -> None:
-    deployment = deploy(workers=2, export_on_timer=False)
+    # uvicorn's workers import the application inside their signal capture, so after their graceful shutdown
+    # they put back the default action and raise SIGTERM again without reaching chronicle: what they drain
+    # after the signal must have been exported as it ended. gunicorn's workers import it first, then run
+    # uvicorn, whose shutdown ends by raising the signal into chronicle's handler.
+    deployment = deploy(workers=2, export_on_timer=False, server=server)
     workers = deployment.agent.workers
-    assert len(workers) == 2, f"uvicorn --workers 2 spawned {workers}\n{deployment.agent.tail()}"
+    assert len(workers) == 2, f"{server} with 2 workers spawned {workers}\n{deployment.agent.tail()}"
     burst = _burst(deployment.agent, range(BURST), HEALTH)
     assert burst.worker_pids <= {str(pid) for pid in workers}
 
-    took = _terminate(deployment.agent)  # the supervisor: it stops its workers with SIGTERM
+    held = range(BURST, BURST + HELD)
+    with _held_requests(deployment, held) as drained:
+        os.kill(deployment.agent.proc.pid, signal.SIGTERM)  # the supervisor: it stops its workers with SIGTERM
+        started = time.monotonic()
+        while deployment.agent.log.read_text(errors="replace").count("Shutting down") < len(workers):
+            assert time.monotonic() - started < DEADLINE, (
+                f"the workers did not begin to shut down\n{deployment.agent.tail()}"
+            )
+            time.sleep(0.02)
+    assert len(drained) == HELD, "the graceful shutdown answered the requests in flight"
+    try:
+        deployment.agent.proc.wait(timeout=DEADLINE)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"uvicorn did not exit within {DEADLINE}s of SIGTERM\n{deployment.agent.tail()}")
+    took = time.monotonic() - started
     assert deployment.agent.proc.returncode not in (None, -signal.SIGKILL), deployment.agent.tail()
     deadline = time.monotonic() + DEADLINE
     while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not any(_alive(pid) for pid in workers), f"workers outlived the supervisor\n{deployment.agent.tail()}"
-    traces = _check_store(deployment, burst)
+    everything = Burst({**burst.orders, **drained}, burst.health, burst.worker_pids)
+    traces = _check_store(deployment, everything)
     seen = _check_phoenix(phoenix, deployment, traces)
     with capsys.disabled():
         print(
-            f"\n[deployment, 2 workers] {BURST} orders served by {len(burst.worker_pids)} worker(s); supervisor exit "
-            f"{took:.2f}s after SIGTERM; {len(traces)} order traces in the store, "
-            f"{sum(1 for t in traces if t in seen)} whole in Phoenix"
+            f"\n[deployment, {server}, 2 workers] {BURST} orders served by {len(burst.worker_pids)} worker(s), "
+            f"then {HELD} in flight at SIGTERM; supervisor exit {took:.2f}s after SIGTERM; {len(traces)} order "
+            f"traces in the store, {sum(1 for t in traces if t in seen)} whole in Phoenix"
         )
 
 

@@ -184,3 +184,133 @@ def test_configure_outside_the_main_thread_says_it_cannot(tmp_path: Path, caplog
     assert errors == []
     assert signal.getsignal(signal.SIGTERM) is before
     assert any("outside the main thread" in r.getMessage() for r in caplog.records)
+
+
+# A provider the application (or zero-code instrumentation) built, with its own batch exporter: a file, one line
+# per span, written only when the batch processor exports (its timer is off: only a flush sends).
+ATTACHED = """
+import time
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+class LineExporter(SpanExporter):
+    def __init__(self, path, delay=0.0):
+        self.path, self.delay = path, delay
+    def export(self, spans):
+        time.sleep(self.delay)
+        with open(self.path, "a") as out:
+            out.writelines(s.name + "\\n" for s in spans)
+        return SpanExportResult.SUCCESS
+
+def exported():
+    try:
+        with open(os.environ["EXPORTED"]) as lines:
+            return sum(1 for _ in lines)
+    except FileNotFoundError:
+        return 0
+
+def install_provider(delay=0.0):
+    provider = TracerProvider()
+    provider.add_span_processor(
+        BatchSpanProcessor(LineExporter(os.environ["EXPORTED"], delay), schedule_delay_millis=600_000)
+    )
+    trace.set_tracer_provider(provider)
+"""
+
+
+def _run_attached(tmp_path: Path, body: str) -> subprocess.CompletedProcess[str]:
+    return _run(tmp_path, ATTACHED + textwrap.dedent(body), EXPORTED=str(tmp_path / "exported.txt"))
+
+
+def _exported(tmp_path: Path) -> int:
+    path = tmp_path / "exported.txt"
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def test_a_server_whose_handler_came_first_has_its_drained_requests_exported(tmp_path: Path) -> None:
+    # What a uvicorn worker does: capture the signals (keeping the default action it found), import the
+    # application (which configures chronicle), then on SIGTERM shut down gracefully, put the default action
+    # back and raise the signal again: chronicle is not reached a second time, and atexit never runs.
+    result = _run_attached(
+        tmp_path,
+        """
+        install_provider()
+        stop = []
+        found = signal.signal(signal.SIGTERM, lambda signum, frame: stop.append(signum))
+        chronicle.configure(store=os.environ["STORE"])
+        for i in range(20):
+            work(i)
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert stop == [signal.SIGTERM]
+        at_signal = exported()
+        for i in range(20, 30):   # requests the server drains: each is exported as it ends
+            work(i)
+        after_drain = exported()
+        print(at_signal, after_drain, flush=True)
+        signal.signal(signal.SIGTERM, found)
+        signal.raise_signal(signal.SIGTERM)
+        print("not reached")
+        """,
+    )
+    assert result.returncode == -signal.SIGTERM, result.stderr
+    assert result.stdout.split() == ["20", "30"], result.stdout
+    assert _exported(tmp_path) == 30
+    assert _stored(tmp_path) == 30
+
+
+def test_an_export_that_cannot_finish_ends_the_draining(tmp_path: Path) -> None:
+    # A dead collector: the flush at the signal times out, so requests drained afterwards are not held up.
+    result = _run_attached(
+        tmp_path,
+        """
+        import chronicle_otel.config as config_module
+        config_module.SIGNAL_FLUSH_MILLIS = 100
+        install_provider(delay=1.0)
+        signal.signal(signal.SIGTERM, lambda signum, frame: None)
+        chronicle.configure(store=os.environ["STORE"])
+        work(0)
+        os.kill(os.getpid(), signal.SIGTERM)
+        started = time.monotonic()
+        for i in range(1, 6):
+            work(i)
+        print(time.monotonic() - started < 0.5)
+        """,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["True"]  # five calls, none of them waiting for an export
+
+
+def test_the_draining_lasts_only_the_grace_period(tmp_path: Path) -> None:
+    result = _run_attached(
+        tmp_path,
+        """
+        import chronicle_otel.config as config_module
+        config_module.DRAIN_SECONDS = 0.2
+        install_provider()
+        signal.signal(signal.SIGTERM, lambda signum, frame: None)
+        chronicle.configure(store=os.environ["STORE"])
+        work(0)
+        os.kill(os.getpid(), signal.SIGTERM)
+        work(1)
+        during = exported()
+        time.sleep(0.3)
+        work(2)
+        print(during, exported())
+        """,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["2", "2"]  # the third span waits for the exporter's own schedule again
+
+
+@pytest.mark.parametrize(
+    ("previous", "how"),
+    [
+        (signal.SIG_DFL, "exit"),
+        (signal.SIG_IGN, "ignored"),
+        (signal.default_int_handler, "interrupt"),
+        (lambda signum, frame: None, "server"),
+    ],
+)
+def test_how_a_signal_goes_on_depends_on_the_handler_found(previous: object, how: str) -> None:
+    assert signals.ending(previous) == how
