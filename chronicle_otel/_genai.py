@@ -27,6 +27,8 @@ GENAI_REQUEST_PARAMETERS: Final[Mapping[str, str]] = MappingProxyType(
         "temperature": semconv.GEN_AI_REQUEST_TEMPERATURE,
         "top_p": semconv.GEN_AI_REQUEST_TOP_P,
         "max_tokens": semconv.GEN_AI_REQUEST_MAX_TOKENS,
+        "max_completion_tokens": semconv.GEN_AI_REQUEST_MAX_TOKENS,
+        "max_output_tokens": semconv.GEN_AI_REQUEST_MAX_TOKENS,
         "seed": semconv.GEN_AI_REQUEST_SEED,
     }
 )
@@ -89,30 +91,55 @@ def request_attributes(
     return out
 
 
-def _field(obj: Any, name: str) -> Any:
+def field_of(obj: Any, name: str) -> Any:
+    """``obj[name]`` for a mapping, else the attribute ``name`` (None when absent)."""
     if type(obj) is dict or isinstance(obj, Mapping):
         return obj.get(name)
     return getattr(obj, name, None)
 
 
-def response_attributes(result: Any, redactor: Redactor | None = None) -> dict[str, AttributeValue]:
-    """The GenAI response attributes (model, id, token usage) found in an ``llm`` boundary's result; strings go
-    through ``redactor``."""
-    out: dict[str, AttributeValue] = {}
-    model = _field(result, "model")
+def finish_reasons(result: Any) -> tuple[str, ...]:
+    """Why the model stopped: ``choices[].finish_reason`` (OpenAI chat) or ``stop_reason`` (Anthropic)."""
+    choices = field_of(result, "choices")
+    if isinstance(choices, (list, tuple)):
+        return tuple(r for r in (field_of(c, "finish_reason") for c in choices[:64]) if isinstance(r, str))
+    reason = field_of(result, "stop_reason")
+    return (reason,) if isinstance(reason, str) else ()
+
+
+def response_attributes(result: Any, redactor: Redactor | None = None) -> dict[str, Any]:
+    """The GenAI response attributes (model, id, finish reasons, token usage) found in an ``llm`` boundary's
+    result; strings go through ``redactor``."""
+    out: dict[str, Any] = {}
+    model = field_of(result, "model")
     if isinstance(model, str):
         out[semconv.GEN_AI_RESPONSE_MODEL] = redactor.redact_text(model) if redactor is not None else model
-    rid = _field(result, "id")
+    rid = field_of(result, "id")
     if isinstance(rid, str):
         out[semconv.GEN_AI_RESPONSE_ID] = redactor.redact_text(rid) if redactor is not None else rid
-    usage = _field(result, "usage")
+    out.update(outcome_attributes(finish_reasons(result), field_of(result, "usage")))
+    return out
+
+
+def outcome_attributes(reasons: tuple[str, ...], usage: Any) -> dict[str, Any]:
+    """``gen_ai.response.finish_reasons`` (when there are any) and the token counts of ``usage`` (when given)."""
+    out: dict[str, Any] = {}
+    if reasons:
+        out[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = reasons
     if usage is not None:
-        for key, names in _USAGE:
-            for n in names:
-                value = _field(usage, n)
-                if isinstance(value, int) and not isinstance(value, bool):
-                    out[key] = value
-                    break
+        out.update(usage_attributes(usage))
+    return out
+
+
+def usage_attributes(usage: Any) -> dict[str, int]:
+    """The GenAI token counts of a ``usage`` mapping or object (``input_tokens``/``prompt_tokens``…)."""
+    out: dict[str, int] = {}
+    for key, names in _USAGE:
+        for n in names:
+            value = field_of(usage, n)
+            if isinstance(value, int) and not isinstance(value, bool):
+                out[key] = value
+                break
     return out
 
 

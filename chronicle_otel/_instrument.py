@@ -25,6 +25,7 @@ import wrapt
 
 from ._internal.session_attrs import AttributeValue
 from ._spec import BoundaryKind, Wrapper, checked_attributes, parse_kind, wrap
+from .adapters import Arguments, StreamAdapter
 
 _lock = threading.Lock()
 
@@ -48,6 +49,9 @@ def _factory(
     attributes: Mapping[str, AttributeValue] | None,
     provider: str | None,
     created: bool,
+    arguments: Arguments | None = None,
+    stream: StreamAdapter | None = None,
+    asynchronous: bool | None = None,
 ) -> Callable[..., _Instrumented]:
     def factory(original: Callable[..., Any], *args: Any, **kwargs: Any) -> _Instrumented:
         wrapper = cast(
@@ -61,6 +65,9 @@ def _factory(
                 provider=provider,
                 config=None,
                 wrapper_type=_Instrumented,
+                arguments=arguments,
+                stream=stream,
+                shape="async" if asynchronous else None,
             ),
         )
         wrapper._self_created = created
@@ -77,6 +84,9 @@ def instrument(
     kind: BoundaryKind | str = "custom",
     attributes: Mapping[str, AttributeValue] | None = None,
     provider: str | None = None,
+    arguments: Arguments | None = None,
+    stream: StreamAdapter | None = None,
+    asynchronous: bool | None = None,
 ) -> None:
     """Wrap a third-party function or method in place as a boundary.
 
@@ -96,6 +106,13 @@ def instrument(
         kind: boundary kind.
         attributes: static span attributes.
         provider: GenAI provider name for ``llm`` boundaries.
+        arguments: which arguments are recorded (:class:`~chronicle_otel.adapters.Arguments`: only those passed,
+            without an SDK's "not given" sentinels or excluded names). Default: every parameter, defaults applied.
+        stream: for a method that returns a stream object (``stream=True``), how it is recorded as the consumer
+            reads it and what stands in for it in a replay (:class:`~chronicle_otel.adapters.StreamAdapter`).
+        asynchronous: True for a method that returns a coroutine although it is not an ``async def`` itself (a
+            decorator hides it: ``inspect.iscoroutinefunction`` is false); the span then covers the await, and a
+            replay answers with a coroutine. Default: seen from the function.
 
     Raises:
         AttributeError: ``path`` does not exist on ``target``.
@@ -108,7 +125,16 @@ def instrument(
         parent, attribute, current = wrapt.resolve_path(target, path)
         if isinstance(current, _Instrumented):
             return
-        factory = _factory(name, boundary_kind, static, provider, not _defines(parent, attribute))
+        factory = _factory(
+            name,
+            boundary_kind,
+            static,
+            provider,
+            not _defines(parent, attribute),
+            arguments=arguments,
+            stream=stream,
+            asynchronous=asynchronous,
+        )
         wrapt.wrap_object(parent, attribute, factory)
 
 

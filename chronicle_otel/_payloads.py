@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import traceback
 from collections.abc import Callable
-from typing import Final
+from typing import Any, Final
 
 from opentelemetry import trace as trace_api
 
 from ._internal.buffer import Payload
 from ._internal.digest import payload_digest
 from ._internal.session_attrs import AttributeValue
-from .codec import encode
+from .codec import encode, exception_attrs
 from .redact import Redactor, scrub_text
 from .semconv import PayloadKeys
 
@@ -73,14 +73,18 @@ class _ErrorScrubber:
 
 
 def error_payload(exc: BaseException, redactor: Redactor | None, secrets: list[str]) -> bytes:
-    """The encoded ``{type, message, args}`` of ``exc``, every string of it scrubbed as the exception event's
-    text is (so replay can compare a new error's message with the recorded one)."""
+    """The encoded ``{type, message, args[, attrs]}`` of ``exc``, every string of it scrubbed as the exception
+    event's text is (so replay can compare a new error's message with the recorded one); ``attrs`` are its public
+    plain-data attributes (an SDK error's ``status_code``, ``body``)."""
     cls = type(exc)
-    envelope = {
+    envelope: dict[str, Any] = {
         "type": f"{cls.__module__}.{cls.__qualname__}",
         "message": exception_message(exc),
         "args": list(exc.args),
     }
+    attrs = exception_attrs(exc)
+    if attrs:
+        envelope["attrs"] = attrs
     return encode(envelope, redact=None if redactor is None else _ErrorScrubber(redactor, secrets))
 
 

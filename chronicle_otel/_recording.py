@@ -32,12 +32,14 @@ from ._internal.hooks import ReplayExtra
 from ._internal.session_attrs import SESSION_ATTRIBUTES, AttributeValue
 from ._internal.streams import AsyncStreamDriver, StreamDriver, StreamState
 from ._payloads import Pending, add_exception_event, error_payload, exception_message, put_payload
+from .adapters import StreamRecorder
 from .codec import encode
 from .config import ChronicleConfig, get_config
 from .redact import error_secrets, scrub_text
 
 if TYPE_CHECKING:
     from ._spec import Spec
+    from .adapters import StreamAdapter
 
 _SUPPRESS_KEY: str = getattr(context_api, "_SUPPRESS_INSTRUMENTATION_KEY", "suppress_instrumentation")
 
@@ -57,7 +59,7 @@ class Call:
         self.ctx = ctx
         """The context calls made inside this one run in: the span current, a fresh call-index frame."""
         self.recording = span.is_recording()
-        self.attrs: dict[str, AttributeValue] = {}
+        self.attrs: dict[str, Any] = {}
         self.pending: Pending = []
         self.secrets: list[str] = []
         """The values redacted by key from the input: scrubbed from an error's text."""
@@ -143,6 +145,23 @@ class Call:
         except Exception as err:
             self.spec.end_guard.absorb(err)
 
+    def finish_adapted_stream(self, items: list[Any], state: StreamState, exc: BaseException | None) -> None:
+        """End the call of a method that returned a stream object, once the consumer is done with it."""
+        if self.recording:
+            self.attrs[semconv.STREAM] = True
+            adapter = self.spec.stream_adapter
+            if (
+                adapter is not None
+                and adapter.attributes is not None
+                and self.spec.genai
+                and self.config.genai_attributes
+            ):
+                try:
+                    self.attrs.update(_scrubbed(adapter.attributes(items), self.config))
+                except Exception as err:
+                    self.spec.end_guard.absorb(err)
+        self.finish_stream(items, state, exc)
+
     def _keep_all(self, attrs: dict[str, Any]) -> None:
         """Hand over the payloads that fit on the span too (``PayloadOptions.upload="all"``)."""
         for keys in semconv.PAYLOAD_KEYS:
@@ -218,6 +237,40 @@ def begin(
     return call
 
 
+def _scrubbed(attributes: Any, config: ChronicleConfig) -> dict[str, Any]:
+    """Attributes an adapter computed, checked (scalars or lists of strings) and with strings redacted."""
+    redactor = config.redact
+    out: dict[str, Any] = {}
+    for key, value in dict(attributes).items():
+        if isinstance(value, str):
+            out[key] = redactor.redact_text(value) if redactor is not None else value
+        elif isinstance(value, (bool, int, float)) or (
+            isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)
+        ):
+            out[key] = tuple(value) if isinstance(value, list) else value
+    return out
+
+
+def _adapt(spec: Spec, adapter: StreamAdapter, call: Call, result: Any) -> Any:
+    """``result`` as the caller receives it: a stream wrapped to be recorded as it is read (the span ends with the
+    stream), anything else recorded as the return value."""
+    try:
+        streaming = call.recording and bool(adapter.is_stream(result))
+    except Exception as exc:
+        spec.end_guard.absorb(exc)
+        streaming = False
+    if not streaming:
+        call.succeed(result)
+        return result
+    recorder = StreamRecorder(call.finish_adapted_stream)
+    try:
+        return adapter.wrap(result, recorder)
+    except Exception as exc:  # the SDK's own object goes back unrecorded
+        spec.end_guard.absorb(exc)
+        recorder.end("abandoned")
+        return result
+
+
 # ------------------------------------------------------------------------------------ runners, one per shape
 
 
@@ -241,6 +294,9 @@ def run_sync(
         call.fail(exc)
         raise
     context_api.detach(token)
+    adapter = spec.stream_adapter
+    if adapter is not None:
+        return _adapt(spec, adapter, call, result)
     call.succeed(result)
     return result
 
@@ -265,6 +321,9 @@ async def run_async(
         call.fail(exc)
         raise
     context_api.detach(token)
+    adapter = spec.stream_adapter
+    if adapter is not None:
+        return _adapt(spec, adapter, call, result)
     call.succeed(result)
     return result
 

@@ -23,7 +23,7 @@ import wrapt
 from . import semconv
 from ._genai import OPENINFERENCE_SPAN_KINDS, attribute_scalar, request_parameters, static_attributes
 from ._internal import hooks
-from ._internal.binding import Binder
+from ._internal.binding import Binder, SelectingBinder
 from ._internal.errors import handle_internal_errors
 from ._internal.hooks import ReplayExtra, Shape
 from ._internal.names import module_name
@@ -35,6 +35,8 @@ from .errors import ChronicleWarning, ConfigError
 from .redact import REDACTED, Redactor
 
 if TYPE_CHECKING:
+    from .adapters import Arguments, StreamAdapter
+
     Wrapper = wrapt.FunctionWrapper[..., Any]
 else:
     Wrapper = wrapt.FunctionWrapper
@@ -106,6 +108,10 @@ class Spec:
         config: the configuration to record with, or None for the process-wide one (read at call time).
         enabled: asked on each call; the call goes straight through when it returns false.
         provider: the GenAI provider name of an ``llm`` boundary.
+        arguments: which arguments are recorded (default: all, defaults applied).
+        stream: how a stream object the function returns is recorded and replayed.
+        shape: how the function returns, when it cannot be seen from the function (a decorator hides its
+            ``async def``).
     """
 
     __slots__ = (
@@ -126,6 +132,7 @@ class Spec:
         "start_guard",
         "static",
         "static_redacted",
+        "stream_adapter",
         "user_attributes",
     )
 
@@ -138,14 +145,22 @@ class Spec:
         config: ChronicleConfig | None,
         enabled: Callable[[], bool] | None,
         provider: str | None,
+        arguments: Arguments | None = None,
+        stream: StreamAdapter | None = None,
+        shape: Shape | None = None,
     ) -> None:
         self.name = name
         self.kind = kind
         self.kind_value: str = kind.value
         self.raw = func
-        self.shape: Shape = shape_of(func)
+        self.shape: Shape = shape or shape_of(func)
         self.runner: Runner = _RUNNERS[self.shape]
-        self.binder = Binder(func) if func is not None else None
+        binder = Binder(func) if func is not None else None
+        self.binder: Binder | SelectingBinder | None = (
+            SelectingBinder(binder, arguments) if binder is not None and arguments is not None else binder
+        )
+        self.stream_adapter = stream
+        """Records and replays the stream objects the function returns; None for an ordinary function."""
         self.config = config
         self.enabled = enabled
         self.genai = kind is BoundaryKind.LLM
@@ -222,6 +237,9 @@ def wrap(
     provider: str | None,
     config: ChronicleConfig | None,
     wrapper_type: type[Wrapper] = Wrapper,
+    arguments: Arguments | None = None,
+    stream: StreamAdapter | None = None,
+    shape: Shape | None = None,
 ) -> Wrapper:
     """Wrap a function, method, classmethod or staticmethod as a boundary (registered for replay by name).
 
@@ -244,7 +262,7 @@ def wrap(
     boundary_name = (
         name or f"{module_name(str(getattr(raw, '__module__', '?')))}.{getattr(raw, '__qualname__', repr(raw))}"
     )
-    spec = Spec(raw, boundary_name, kind, attributes, config, enabled, provider)
+    spec = Spec(raw, boundary_name, kind, attributes, config, enabled, provider, arguments, stream, shape)
     wrapped = wrapper_type(func, _wrapper(spec))
     hooks.register(boundary_name, wrapped)
     return wrapped

@@ -318,17 +318,70 @@ def _enc_dataclass(v: Any, w: _Walker, d: int) -> Any:
 
 
 def _enc_pydantic(v: Any, w: _Walker, d: int) -> Any:
-    data = {name: getattr(v, name) for name in type(v).model_fields}
-    return {TAG: "pydantic", "class": _qualname(type(v)), "data": w.mapping(data, d)}
+    cls = type(v)
+    data = {name: getattr(v, name) for name in cls.model_fields}
+    extra = getattr(v, "__pydantic_extra__", None)
+    if isinstance(extra, dict):  # fields a model with extra="allow" kept (an API's newer fields)
+        for key, value in extra.items():
+            if isinstance(key, str) and key not in data:
+                data[key] = value
+    return {TAG: "pydantic", "class": _qualname(_generic_origin(cls)), "data": w.mapping(data, d)}
+
+
+def _generic_origin(cls: type) -> type:
+    """The generic model a parametrized pydantic class was made from (``Page[Item]`` -> ``Page``).
+
+    The parametrized class lives in no module namespace; its fields hold the typed values either way.
+    """
+    metadata = getattr(cls, "__pydantic_generic_metadata__", None)
+    origin = metadata.get("origin") if isinstance(metadata, dict) else None
+    return origin if isinstance(origin, type) else cls
 
 
 def _enc_exception(v: BaseException, w: _Walker, d: int) -> Any:
-    return {
+    encoded = {
         TAG: "exception",
         "class": _qualname(type(v)),
         "message": _safe_str(v),
         "args": [w.walk(a, d) for a in v.args],
     }
+    attrs = exception_attrs(v)
+    if attrs:
+        encoded["attrs"] = w.mapping(attrs, d)
+    return encoded
+
+
+_MAX_EXCEPTION_ATTRS: Final = 32
+
+
+def exception_attrs(exc: BaseException) -> dict[str, Any]:
+    """The public attributes of an exception that hold plain data (an SDK error's ``status_code``, ``body``…).
+
+    A replayed error then answers what handlers read; objects (an HTTP response) are left out.
+    """
+    try:
+        namespace = object.__getattribute__(exc, "__dict__")
+    except AttributeError:
+        return {}
+    if type(namespace) is not dict:
+        return {}
+    attrs: dict[str, Any] = {}
+    for key, value in list(namespace.items())[:_MAX_EXCEPTION_ATTRS]:
+        if type(key) is str and not key.startswith("_") and _plain(value, 4):
+            attrs[key] = value
+    return attrs
+
+
+def _plain(value: Any, depth: int) -> bool:
+    if value is None or type(value) in (str, int, float, bool):
+        return True
+    if depth <= 0:
+        return False
+    if type(value) is list:
+        return len(value) <= 256 and all(_plain(v, depth - 1) for v in value)
+    if type(value) is dict:
+        return len(value) <= 256 and all(type(k) is str and _plain(v, depth - 1) for k, v in value.items())
+    return False
 
 
 def _enc_int_subclass(v: int, w: _Walker, d: int) -> Any:
@@ -848,12 +901,28 @@ def _dec_exception(d: _Decoder, v: dict[str, Any], depth: int) -> Any:
     args = [d.value(a, depth) for a in raw_args]
     name = _str(v, "class")
     message = v.get("message", "")
+    raw_attrs = v.get("attrs", {})
+    if type(raw_attrs) is not dict:
+        raise TypeError("'attrs' must be a mapping")
+    attrs = d.value(raw_attrs, depth)
     cls = _BUILTIN_EXCEPTIONS.get(name) if name.startswith("builtins.") else d.resolve(name, _is_exception)
     if cls is not None:
+        error: BaseException
         try:
-            return cls(*args)
-        except Exception:
-            pass
+            error = cls(*args)
+        except Exception:  # a constructor with required keywords (an SDK error): built without running it
+            blank: Any = BaseException.__new__(cls)
+            blank.args = tuple(args)
+            error = blank
+        try:
+            namespace = object.__getattribute__(error, "__dict__")
+        except AttributeError:
+            namespace = None
+        if type(namespace) is dict and type(attrs) is dict:
+            for key, value in attrs.items():
+                if type(key) is str and not key.startswith("_") and key not in namespace:
+                    namespace[key] = value  # the instance dict directly: no descriptor or __setattr__ runs
+        return error
     return UnresolvedObject("exception", name, {"message": message if type(message) is str else "", "args": args})
 
 

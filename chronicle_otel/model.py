@@ -209,6 +209,8 @@ class Boundary:
         type_name = str(envelope.get("type", "builtins.Exception"))
         message = str(envelope.get("message", ""))
         tagged = {"$type": "exception", "class": type_name, "message": message, "args": envelope.get("args") or []}
+        if isinstance(envelope.get("attrs"), dict):
+            tagged["attrs"] = envelope["attrs"]
         try:
             value = decode_value(tagged, allow=self.allow if allow is None else tuple(allow))
         except RecursionError:

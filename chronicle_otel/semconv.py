@@ -25,6 +25,7 @@ __all__ = [
     "GEN_AI_REQUEST_SEED",
     "GEN_AI_REQUEST_TEMPERATURE",
     "GEN_AI_REQUEST_TOP_P",
+    "GEN_AI_RESPONSE_FINISH_REASONS",
     "GEN_AI_RESPONSE_ID",
     "GEN_AI_RESPONSE_MODEL",
     "GEN_AI_USAGE_INPUT_TOKENS",
@@ -134,6 +135,8 @@ GEN_AI_RESPONSE_MODEL: Final = "gen_ai.response.model"
 """Model that answered, from the result's ``model`` field."""
 GEN_AI_RESPONSE_ID: Final = "gen_ai.response.id"
 """Response id, from the result's ``id`` field."""
+GEN_AI_RESPONSE_FINISH_REASONS: Final = "gen_ai.response.finish_reasons"
+"""Why the model stopped, one per choice: from ``choices[].finish_reason`` or ``stop_reason`` (a string array)."""
 GEN_AI_USAGE_INPUT_TOKENS: Final = "gen_ai.usage.input_tokens"
 """Prompt tokens, from the result's ``usage.input_tokens`` or ``usage.prompt_tokens``."""
 GEN_AI_USAGE_OUTPUT_TOKENS: Final = "gen_ai.usage.output_tokens"

@@ -56,12 +56,15 @@ class Binder:
         """The names of every parameter, in order (empty without a signature)."""
         return tuple(self.sig.parameters) if self.sig is not None else ()
 
-    def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any], skip_first: bool) -> dict[str, Any]:
-        """The bound arguments, defaults applied; ``skip_first`` drops ``self``/``cls`` (a bound call)."""
+    def bind(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], skip_first: bool, defaults: bool = True
+    ) -> dict[str, Any]:
+        """The bound arguments; ``skip_first`` drops ``self``/``cls`` (a bound call); ``defaults=False`` leaves out
+        the parameters the caller did not pass."""
         if self.fast:
             names = self.names_skip if skip_first else self.names
             if len(args) <= len(names):
-                bound = dict(self.defaults_skip if skip_first else self.defaults)
+                bound = dict(self.defaults_skip if skip_first else self.defaults) if defaults else {}
                 bound.update(zip(names, args))  # noqa: B905 - len(args) <= len(names) checked above
                 if kwargs:
                     bound.update(kwargs)
@@ -73,6 +76,34 @@ class Binder:
             except TypeError:
                 pass
             else:
-                ba.apply_defaults()
+                if defaults:
+                    ba.apply_defaults()
                 return dict(ba.arguments)
         return {"args": list(args), "kwargs": kwargs}
+
+
+class SelectingBinder:
+    """A :class:`Binder` that records only what an :class:`~chronicle_otel.adapters.Arguments` policy selects.
+
+    Args:
+        binder: the function's binder.
+        arguments: the policy (``passed_only``, ``skip``, ``exclude``).
+    """
+
+    __slots__ = ("arguments", "binder")
+
+    def __init__(self, binder: Binder, arguments: Any) -> None:
+        self.binder = binder
+        self.arguments = arguments
+
+    @property
+    def parameters(self) -> tuple[str, ...]:
+        """The names of every parameter, in order."""
+        return self.binder.parameters
+
+    def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any], skip_first: bool) -> dict[str, Any]:
+        """The selected arguments of one call."""
+        binder = self.binder
+        bound = binder.bind(args, kwargs, skip_first, not self.arguments.passed_only)
+        selected: dict[str, Any] = self.arguments.select(bound)
+        return selected

@@ -66,6 +66,11 @@ class BoundarySpec(Protocol):
         ...
 
     @property
+    def stream_adapter(self) -> Any:
+        """Records and replays the stream objects the function returns (a ``StreamAdapter``), or None."""
+        ...
+
+    @property
     def config(self) -> Any:
         """The configuration the boundary is bound to (``configure(local=True)``), or None for the process-wide one."""
         ...

@@ -9,11 +9,15 @@ from .._internal.hooks import Shape
 from ..model import Boundary
 
 
-def stub_body(shape: Shape, rec: Boundary, allow: tuple[str, ...]) -> Callable[..., Any]:
+def stub_body(shape: Shape, rec: Boundary, allow: tuple[str, ...], stream_adapter: Any = None) -> Callable[..., Any]:
     """A callable that returns the recorded output (rebuilt), re-raises the recorded error or re-yields the stream.
 
     Sync or async, generator or async generator, as ``shape`` says; the recording is decoded when the stub runs.
+    A method whose recorded call returned a stream object answers with the object its ``stream_adapter`` builds
+    from the recorded items (and error).
     """
+    if stream_adapter is not None and rec.stream and shape in ("sync", "async"):
+        return _stream_stand_in(shape, rec, allow, stream_adapter)
 
     def result() -> Any:
         if rec.failed and not rec.stream:
@@ -50,6 +54,30 @@ def stub_body(shape: Shape, rec: Boundary, allow: tuple[str, ...]) -> Callable[.
 
     def body(*args: Any, **kwargs: Any) -> Any:
         return result()
+
+    return body
+
+
+def _stream_stand_in(shape: Shape, rec: Boundary, allow: tuple[str, ...], adapter: Any) -> Callable[..., Any]:
+    from ..adapters import StreamReplay
+
+    def build(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        value = rec.decode_output(allow)
+        items = list(value) if isinstance(value, (list, tuple)) else []
+        error = _error(rec, allow) if rec.failed else None
+        state = rec.stream_state if rec.stream_state in ("complete", "abandoned", "error") else None
+        replayed = StreamReplay(items, error, state, shape == "async", args, dict(kwargs))  # type: ignore[arg-type]
+        return adapter.stand_in(replayed)
+
+    if shape == "async":
+
+        async def async_body(*args: Any, **kwargs: Any) -> Any:
+            return build(args, kwargs)
+
+        return async_body
+
+    def body(*args: Any, **kwargs: Any) -> Any:
+        return build(args, kwargs)
 
     return body
 

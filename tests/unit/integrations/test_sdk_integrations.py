@@ -1,0 +1,325 @@
+"""The OpenAI and Anthropic integrations with the real SDKs against local servers: record, load, replay offline."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import openai
+import pytest
+
+import chronicle_otel as chronicle
+from chronicle_otel import semconv as sc
+from chronicle_otel.integrations import anthropic as chronicle_anthropic
+from chronicle_otel.integrations import openai as chronicle_openai
+from chronicle_otel.model import Trace
+from tests.conftest import Recorder
+from tests.llm_servers import LLMServer, Reply, anthropic_server, openai_server
+from tests.unit.integrations import sdk_agent
+
+OPENAI_CALLS = 5  # chat plain, chat stream, parse, responses plain, responses stream
+ANTHROPIC_CALLS = 3  # create, create(stream=True), stream(...)
+
+
+@pytest.fixture(autouse=True)
+def no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both SDKs read proxy variables: a loopback request must not go anywhere else."""
+    for name in list(os.environ):
+        if name.lower() in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
+            monkeypatch.delenv(name)
+
+
+@pytest.fixture
+def servers() -> Iterator[tuple[LLMServer, LLMServer]]:
+    with openai_server() as oa, anthropic_server() as an:
+        yield oa, an
+
+
+@pytest.fixture
+def instrumented() -> Iterator[None]:
+    names = chronicle_openai.instrument() + chronicle_anthropic.instrument()
+    assert "openai.chat.completions.create" in names and "anthropic.messages.stream" in names
+    try:
+        yield
+    finally:
+        chronicle_openai.uninstrument()
+        chronicle_anthropic.uninstrument()
+
+
+def _queue_sync_run(oa: LLMServer, an: LLMServer, quantity: int = 1000) -> None:
+    order = sdk_agent.order_json(quantity)
+    oa.reply_with(
+        Reply(json.dumps(order), input_tokens=21, output_tokens=9),
+        Reply("Selling 1,000 shares of MSFT at market."),
+        Reply("", parsed_json=order),
+        Reply("Sell order for MSFT."),
+        Reply("Streaming summary of the MSFT order."),
+    )
+    an.reply_with(
+        Reply("Looks fine to me.", output_tokens=5),
+        Reply("Streamed review: fine."),
+        Reply("Helper review: approved.", output_tokens=6),
+    )
+
+
+def _record_sync(recorder: Recorder, oa: LLMServer, an: LLMServer) -> tuple[dict[str, Any], Trace]:
+    _queue_sync_run(oa, an)
+    result = sdk_agent.run_agent(sdk_agent.ORDER_REQUEST, oa.url, an.url)
+    assert (oa.count(), an.count()) == (OPENAI_CALLS, ANTHROPIC_CALLS)
+    trace = chronicle.load_trace(recorder.path, "latest")
+    return result, trace
+
+
+def test_a_recorded_run_replays_offline_with_typed_objects_streams_and_no_drift(
+    recorder: Recorder, servers: tuple[LLMServer, LLMServer], instrumented: None
+) -> None:
+    oa, an = servers
+    recorded, trace = _record_sync(recorder, oa, an)
+    assert recorded["result"] == {"status": "filled", "symbol": "MSFT", "quantity": 1000}  # the incident
+    assert recorded["explanation"] == "Selling 1,000 shares of MSFT at market."
+    assert recorded["review_helper"] == recorded["review_final"] == "Helper review: approved."
+
+    sdk_agent.LIMIT["max_shares"] = 100  # the fix
+    try:
+        with chronicle.replay(trace, stub={"kind:llm"}) as run:
+            replayed = run.rerun()
+    finally:
+        sdk_agent.LIMIT["max_shares"] = None
+    assert (oa.count(), an.count()) == (OPENAI_CALLS, ANTHROPIC_CALLS), "no request reached the servers"
+    assert replayed["result"]["status"] == "blocked"
+    assert {k: v for k, v in replayed.items() if k != "result"} == {
+        k: v for k, v in recorded.items() if k != "result"
+    }, "every SDK answer, plain and streamed, came back from the recording"
+    report = run.report
+    assert report.ok and not report.drift, report
+    assert len(report.stubbed) == OPENAI_CALLS + ANTHROPIC_CALLS
+    changed = {c.call_key[-1][0] for c in report.changes}
+    assert changed == {"sdk_agent.place_order", "sdk_agent.run"}, "only the changed tool (and so the run) differs"
+
+
+def test_inputs_are_what_the_caller_passed_and_never_secrets(
+    recorder: Recorder, servers: tuple[LLMServer, LLMServer], instrumented: None
+) -> None:
+    oa, an = servers
+    _, trace = _record_sync(recorder, oa, an)
+    calls = [b for b in trace.boundaries if b.kind == "llm"]
+    assert [b.name for b in calls] == [
+        *["openai.chat.completions.create"] * 2,
+        "openai.chat.completions.parse",
+        *["openai.responses.create"] * 2,
+        *["anthropic.messages.create"] * 2,
+        "anthropic.messages.stream",
+    ]
+    first = calls[0].decode_input(("tests.",))
+    assert first == {
+        "model": "gpt-test",
+        "messages": [{"role": "user", "content": sdk_agent.ORDER_REQUEST}],
+        "temperature": 0,
+    }
+    everything = "".join(b.raw_input.text for b in calls if b.raw_input is not None)
+    assert "NotGiven" not in everything and "Omit" not in everything and " at 0x" not in everything
+    assert "sk-test-openai-key" not in everything and "sk-ant-test-key" not in everything
+    stored = json.dumps([s.attributes for s in trace.spans], default=str)
+    assert "sk-test-openai-key" not in stored and "sk-ant-test-key" not in stored
+
+
+def test_streams_record_each_typed_chunk_and_how_they_ended(
+    recorder: Recorder, servers: tuple[LLMServer, LLMServer], instrumented: None
+) -> None:
+    oa, an = servers
+    _, trace = _record_sync(recorder, oa, an)
+    streams = [b for b in trace.boundaries if b.kind == "llm" and b.stream]
+    assert [b.name for b in streams] == [
+        "openai.chat.completions.create",
+        "openai.responses.create",
+        "anthropic.messages.create",
+        "anthropic.messages.stream",
+    ]
+    assert [b.stream_state for b in streams] == ["complete"] * 4
+    chunks = streams[0].decode_output(("tests.", "openai.", "anthropic."))
+    assert all(type(c).__name__ == "ChatCompletionChunk" for c in chunks)
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == (
+        "Selling 1,000 shares of MSFT at market."
+    )
+    events = streams[3].decode_output(("tests.", "openai.", "anthropic."))
+    assert events[0].type == "message_start" and events[-1].type == "message_stop"
+
+
+def test_spans_carry_genai_attributes_from_the_real_responses(
+    recorder: Recorder, servers: tuple[LLMServer, LLMServer], instrumented: None
+) -> None:
+    oa, an = servers
+    _record_sync(recorder, oa, an)
+    spans = [s for s in recorder.spans() if (s.attributes or {}).get(sc.BOUNDARY_KIND) == "llm"]
+    attrs = [dict(s.attributes or {}) for s in spans]
+    plan, stream, parse, summary, summary_stream, review, review_stream, helper = attrs
+    assert plan[sc.GEN_AI_PROVIDER_NAME] == "openai" and plan[sc.GEN_AI_REQUEST_MODEL] == "gpt-test"
+    assert plan[sc.GEN_AI_REQUEST_TEMPERATURE] == 0
+    assert plan[sc.GEN_AI_RESPONSE_ID] == "chatcmpl-000001" and plan[sc.GEN_AI_RESPONSE_MODEL] == "gpt-test"
+    assert plan[sc.GEN_AI_RESPONSE_FINISH_REASONS] == ("stop",)
+    assert (plan[sc.GEN_AI_USAGE_INPUT_TOKENS], plan[sc.GEN_AI_USAGE_OUTPUT_TOKENS]) == (21, 9)
+    assert stream[sc.GEN_AI_RESPONSE_ID] == "chatcmpl-000002" and stream[sc.GEN_AI_RESPONSE_FINISH_REASONS] == ("stop",)
+    assert stream[sc.GEN_AI_USAGE_OUTPUT_TOKENS] == 7, "usage from the last chunk (include_usage)"
+    assert parse[sc.GEN_AI_RESPONSE_ID] == "chatcmpl-000003"
+    assert summary[sc.GEN_AI_RESPONSE_ID] == "resp_000004" and summary[sc.GEN_AI_USAGE_INPUT_TOKENS] == 11
+    assert summary_stream[sc.GEN_AI_RESPONSE_ID] == "resp_000005"
+    assert summary_stream[sc.GEN_AI_RESPONSE_FINISH_REASONS] == ("completed",)
+    assert review[sc.GEN_AI_PROVIDER_NAME] == "anthropic" and review[sc.GEN_AI_RESPONSE_ID] == "msg_000001"
+    assert review[sc.GEN_AI_RESPONSE_FINISH_REASONS] == ("end_turn",) and review[sc.GEN_AI_USAGE_OUTPUT_TOKENS] == 5
+    assert review_stream[sc.GEN_AI_RESPONSE_ID] == "msg_000002" and review_stream[sc.STREAM_STATE] == "complete"
+    assert helper[sc.GEN_AI_USAGE_OUTPUT_TOKENS] == 6 and helper[sc.GEN_AI_RESPONSE_FINISH_REASONS] == ("end_turn",)
+
+
+def test_the_trace_loaded_from_a_collector_file_replays_the_same(
+    recorder: Recorder, servers: tuple[LLMServer, LLMServer], instrumented: None, tmp_path: Path
+) -> None:
+    oa, an = servers
+    recorded, trace = _record_sync(recorder, oa, an)
+    lines = recorder.store.read_requests(trace.trace_id)  # the Collector's file exporter writes these lines
+    path = tmp_path / "collector-out.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    loaded = chronicle.load_trace(path, trace.trace_id, store=recorder.path)
+    with chronicle.replay(loaded) as run:
+        replayed = run.rerun()
+    assert replayed == recorded
+    assert run.report.ok and not run.report.drift and not run.report.changes, run.report
+    assert (oa.count(), an.count()) == (OPENAI_CALLS, ANTHROPIC_CALLS)
+
+
+def test_the_async_clients_record_and_replay(
+    recorder: Recorder, servers: tuple[LLMServer, LLMServer], instrumented: None
+) -> None:
+    oa, an = servers
+    order = sdk_agent.order_json(1000)
+    oa.reply_with(Reply("", parsed_json=order), Reply("Async explanation."), Reply("Async summary."))
+    an.reply_with(Reply("Async review."), Reply("Async helper review."))
+    recorded = asyncio.run(sdk_agent.arun_agent(sdk_agent.ORDER_REQUEST, oa.url, an.url))
+    assert recorded["explanation"] == "Async explanation." and recorded["review_helper"] == "Async helper review."
+    before = (oa.count(), an.count())
+    trace = chronicle.load_trace(recorder.path, "latest")
+    assert trace.root is not None and trace.root.name == "sdk_agent.arun"
+    with chronicle.replay(trace) as run:
+        replayed = run.rerun()
+    assert replayed == recorded
+    assert (oa.count(), an.count()) == before == (3, 2)
+    assert run.report.ok and not run.report.drift, run.report
+
+
+def test_replayed_streams_have_the_sdk_interface(
+    recorder: Recorder, servers: tuple[LLMServer, LLMServer], instrumented: None
+) -> None:
+    oa, an = servers
+    _, trace = _record_sync(recorder, oa, an)
+    seen: dict[str, Any] = {}
+
+    @chronicle.boundary(kind="agent", name="sdk_agent.run")
+    def probe(request: str, openai_url: str, anthropic_url: str) -> dict[str, Any]:
+        client = openai.OpenAI(base_url=f"{openai_url}/v1", api_key="k", max_retries=0)
+        claude = anthropic.Anthropic(base_url=anthropic_url, api_key="k", max_retries=0)
+        messages = [{"role": "user", "content": request}]
+        client.chat.completions.create(model="gpt-test", messages=messages, temperature=0)
+        stream = client.chat.completions.create(
+            model="gpt-test", messages=messages, stream=True, stream_options={"include_usage": True}
+        )
+        seen["is_openai_stream"] = isinstance(stream, openai.Stream)
+        seen["first"] = next(stream)
+        stream.close()
+        seen["after_close"] = list(stream)
+        seen["response_headers"] = dict(stream.response.headers)
+        client.chat.completions.parse(model="gpt-test", messages=messages, response_format=sdk_agent.Order)
+        client.responses.create(model="gpt-test", input=request)
+        with client.responses.create(model="gpt-test", input=request, stream=True) as events:
+            seen["event_types"] = [e.type for e in events][:2]
+        claude.messages.create(model="claude-test", max_tokens=100, messages=messages)
+        raw = claude.messages.create(model="claude-test", max_tokens=100, messages=messages, stream=True)
+        seen["is_anthropic_stream"] = isinstance(raw, anthropic.Stream)
+        raw.close()
+        with claude.messages.stream(model="claude-test", max_tokens=100, messages=messages) as helper:
+            final = helper.get_final_message()
+            seen["final_text"] = helper.get_final_text()
+            seen["snapshot"] = helper.current_message_snapshot.id
+            seen["final_type"] = type(final).__name__
+        client.close()
+        claude.close()
+        return {}
+
+    with chronicle.replay(trace, on_missing="live"):
+        probe(sdk_agent.ORDER_REQUEST, oa.url, an.url)
+    assert seen["is_openai_stream"] and seen["is_anthropic_stream"]
+    assert type(seen["first"]).__name__ == "ChatCompletionChunk"
+    assert seen["after_close"] == [] and seen["response_headers"] == {}
+    assert seen["event_types"] == ["response.created", "response.in_progress"]
+    assert seen["final_text"] == "Helper review: approved." and seen["snapshot"] == "msg_000003"
+    assert seen["final_type"] == "ParsedMessage"
+    assert (oa.count(), an.count()) == (OPENAI_CALLS, ANTHROPIC_CALLS)
+
+
+def test_a_stream_stopped_early_is_recorded_as_abandoned_with_what_was_read(
+    recorder: Recorder, servers: tuple[LLMServer, LLMServer], instrumented: None
+) -> None:
+    oa, _ = servers
+    oa.reply_with(Reply("one two three"), Reply("four five six"))
+    client = openai.OpenAI(base_url=f"{oa.url}/v1", api_key="k", max_retries=0)
+    try:
+        stream = client.chat.completions.create(model="m", messages=[], stream=True)
+        for _ in stream:
+            break  # the consumer stops after the first chunk and drops the stream
+        del stream
+        gc.collect()
+        closed = client.chat.completions.create(model="m", messages=[], stream=True)
+        next(closed)
+        next(closed)
+        closed.close()
+    finally:
+        client.close()
+    spans = [s for s in recorder.spans() if s.name == "openai.chat.completions.create"]
+    assert [(s.attributes or {})[sc.STREAM_STATE] for s in spans] == ["abandoned", "abandoned"]
+    assert [(s.attributes or {})[sc.STREAM_ITEMS] for s in spans] == [1, 2]
+
+
+def test_an_sdk_error_is_recorded_and_replayed(
+    recorder: Recorder, servers: tuple[LLMServer, LLMServer], instrumented: None
+) -> None:
+    oa, _ = servers
+
+    @chronicle.boundary(kind="agent", name="sdk_agent.failing")
+    def failing(url: str) -> str:
+        client = openai.OpenAI(base_url=f"{url}/v1/missing", api_key="k", max_retries=0)
+        try:
+            client.chat.completions.create(model="m", messages=[])
+        except openai.NotFoundError as exc:
+            return f"not found: {exc.status_code}"
+        finally:
+            client.close()
+        return "found"
+
+    assert failing(oa.url) == "not found: 404"
+    trace = chronicle.load_trace(recorder.path, "latest")
+    count = oa.count()
+    error = trace.find("openai.chat.completions.create")[0].decode_error(("tests.", "openai."))
+    assert isinstance(error, openai.NotFoundError) and error.status_code == 404, repr(error)
+    with chronicle.replay(trace) as run:
+        assert run.rerun() == "not found: 404", "the handler catches the SDK's own error class, as recorded"
+    assert oa.count() == count
+    assert run.report.ok and not run.report.drift, run.report
+
+
+def test_uninstrument_restores_the_sdk_methods() -> None:
+    from anthropic.resources.messages import AsyncMessages
+    from openai.resources.chat.completions import Completions
+
+    originals = (Completions.create, AsyncMessages.stream)
+    chronicle_openai.instrument()
+    chronicle_anthropic.instrument()
+    assert Completions.create is not originals[0]
+    assert chronicle_openai.instrument() == chronicle_openai.instrument()  # a no-op the second time
+    assert chronicle_openai.uninstrument() == 8
+    assert chronicle_anthropic.uninstrument() == 6
+    assert (Completions.create, AsyncMessages.stream) == originals
+    assert chronicle_openai.uninstrument() == 0
