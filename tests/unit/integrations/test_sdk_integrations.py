@@ -323,3 +323,44 @@ def test_uninstrument_restores_the_sdk_methods() -> None:
     assert chronicle_anthropic.uninstrument() == 6
     assert (Completions.create, AsyncMessages.stream) == originals
     assert chronicle_openai.uninstrument() == 0
+
+
+def test_the_openai_stream_helpers_are_recorded_through_create(
+    recorder: Recorder, servers: tuple[LLMServer, LLMServer], instrumented: None
+) -> None:
+    oa, _ = servers
+
+    @chronicle.boundary(kind="agent", name="sdk_agent.helpers")
+    def helpers(url: str) -> dict[str, Any]:
+        client = openai.OpenAI(base_url=f"{url}/v1", api_key="k", max_retries=0)
+        messages = [{"role": "user", "content": "sell"}]
+        try:
+            with client.chat.completions.stream(model="gpt-test", messages=messages) as chat:
+                deltas = [e.delta for e in chat if e.type == "content.delta"]
+                completion = chat.get_final_completion()
+            with client.responses.stream(model="gpt-test", input="sell") as events:
+                texts = [e.delta for e in events if e.type == "response.output_text.delta"]
+                response = events.get_final_response()
+        finally:
+            client.close()
+        return {
+            "deltas": deltas,
+            "content": completion.choices[0].message.content,
+            "texts": texts,
+            "output_text": response.output_text,
+            "response_id": response.id,
+        }
+
+    oa.reply_with(Reply("Chat helper text."), Reply("Responses helper text."))
+    recorded = helpers(oa.url)
+    assert recorded["content"] == "Chat helper text." and recorded["output_text"] == "Responses helper text."
+    trace = chronicle.load_trace(recorder.path, "latest")
+    assert [b.name for b in trace.boundaries if b.kind == "llm"] == [
+        "openai.chat.completions.create",
+        "openai.responses.create",
+    ]
+    count = oa.count()
+    with chronicle.replay(trace) as run:
+        assert run.rerun() == recorded
+    assert oa.count() == count
+    assert run.report.ok and not run.report.drift, run.report
