@@ -56,6 +56,7 @@ from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 
 from ._internal import boundary_factory, signals
 from ._internal import params as p
+from ._internal.batch import BatchStats, describe
 from ._internal.buffer import DEFAULT_MAX_BYTES, PayloadBuffer
 from ._internal.pipeline import Pipeline
 from ._internal.session_attrs import AttributeValue
@@ -96,6 +97,13 @@ class StoreOptions:
     """Which traces are recorded: ``boundaries``, only those with at least one boundary span (an application's
     health checks and other requests traced on the same provider are left out; spans that end before their trace's
     first boundary wait for it in memory), or ``all``. Default: ``$CHRONICLE_STORE_KEEP``, else ``boundaries``."""
+    max_delay: float | None = None
+    """Seconds an ended span may wait in memory before it is written (the batch processor): about what a
+    ``kill -9`` can lose. Default: ``$CHRONICLE_STORE_MAX_DELAY``, else 0.5."""
+    on_full: Literal["block", "drop"] | None = None
+    """When ``max_queue_size`` spans wait: ``block`` (wait up to 1 s for room, then drop) or ``drop``; every drop is
+    counted (:meth:`ChronicleConfig.stats`). Also applies to the OTLP exporter chronicle adds. Default:
+    ``$CHRONICLE_QUEUE_ON_FULL``, else ``block``."""
 
 
 @dataclass(frozen=True)
@@ -195,6 +203,51 @@ class RedactionOptions:
             value = getattr(self, name)
             if not isinstance(value, (str, bytes, tuple)) and isinstance(value, Sequence):
                 object.__setattr__(self, name, tuple(value))
+
+
+@dataclass(frozen=True)
+class StoreStats:
+    """What the local store's exporter left out, by cause (see :class:`~chronicle_otel.ChronicleExporter`).
+
+    Attributes:
+        filtered_traces: traces without a boundary, not stored (``keep="boundaries"``).
+        filtered_spans: their spans.
+        evicted_spans: spans dropped from the full holding area.
+        expired_spans: spans that waited longer than the holding time for a boundary.
+        lost_spans: evicted or expired spans of traces that turned out to have a boundary.
+        held_spans: spans waiting now for a boundary of their trace.
+    """
+
+    filtered_traces: int
+    filtered_spans: int
+    evicted_spans: int
+    expired_spans: int
+    lost_spans: int
+    held_spans: int
+
+
+@dataclass(frozen=True)
+class ChronicleStats:
+    """Counters of one configuration (:meth:`ChronicleConfig.stats`).
+
+    Attributes:
+        exports: by export path (``store``, ``otlp``), the batch processor's counters.
+        store: the local store's filtering, or None without a store.
+        payloads: the object-storage uploader's counters, or None.
+    """
+
+    exports: Mapping[str, BatchStats]
+    store: StoreStats | None
+    payloads: UploadStats | None
+
+    @property
+    def dropped(self) -> int:
+        """Spans that will not reach a destination they were meant for.
+
+        Dropped, failed or undelivered by an export path, or lost by the store's holding area.
+        """
+        lost = sum(s.lost for s in self.exports.values())
+        return lost + (self.store.lost_spans if self.store is not None else 0)
 
 
 class ChronicleConfig:
@@ -302,6 +355,32 @@ class ChronicleConfig:
         """Where payloads cut on spans go: the object store (e.g. ``ObjectPayloadStore``), else the local store."""
         uploader = self._pipeline.uploader
         return uploader.store if uploader is not None else self._pipeline.store
+
+    def stats(self) -> ChronicleStats:
+        """Counters of everything this configuration exports and drops, since it started.
+
+        ``exports`` has one entry per export path chronicle runs in batches (``store``, ``otlp``): spans accepted,
+        exported, dropped because the queue was full, failed, left undelivered at shutdown. ``store`` has the
+        local store's filtering (traces without a boundary) and what its holding area dropped; ``payloads``, the
+        object-storage uploader's counters.
+        """
+        pipeline = self._pipeline
+        exporter = pipeline.exporter
+        store = (
+            StoreStats(
+                filtered_traces=exporter.filtered_traces,
+                filtered_spans=exporter.filtered_spans,
+                evicted_spans=exporter.evicted_spans,
+                expired_spans=exporter.expired_spans,
+                lost_spans=exporter.lost_spans,
+                held_spans=exporter.held_spans,
+            )
+            if exporter is not None
+            else None
+        )
+        return ChronicleStats(
+            exports={s.name: s for s in describe(pipeline.processors)}, store=store, payloads=self.payload_stats()
+        )
 
     def payload_stats(self) -> UploadStats | None:
         """Counters of payloads uploaded, already stored, spooled, drained and dropped; None without object storage."""
@@ -461,6 +540,7 @@ def configure(
     enabled: bool | None = None,
     local: bool = False,
     flush_on_signals: bool | None = None,
+    exit_timeout: float | None = None,
 ) -> ChronicleConfig:
     """Configure chronicle_otel for this process (or, with ``local=True``, an isolated instance).
 
@@ -485,6 +565,9 @@ def configure(
         flush_on_signals: flush on SIGTERM and SIGINT too (a container's stop signal skips ``atexit``), then let the
             signal take its course (the handler found is chained). Default: ``$CHRONICLE_FLUSH_ON_SIGNALS``, else
             True. Process-wide configurations only, installed from the main thread.
+        exit_timeout: seconds the OTLP export chronicle adds may take to deliver what is queued at shutdown (a dead
+            collector never holds the exit longer); the rest is counted and logged. The local store is always
+            written in full. Default: ``$CHRONICLE_EXIT_TIMEOUT``, else 5.
 
     Returns:
         The resolved :class:`ChronicleConfig`.
@@ -512,6 +595,7 @@ def configure(
     payload_settings = _payload_settings(payloads)
     want_otlp = p.resolve(p.OTLP, otlp)
     want_signals = p.resolve(p.FLUSH_ON_SIGNALS, flush_on_signals)
+    exit_seconds = p.resolve(p.EXIT_TIMEOUT, exit_timeout)
 
     with _DEFAULT.lock:
         isolation = _DEFAULT.isolation
@@ -534,6 +618,8 @@ def configure(
                 store=store_settings,
                 payloads=payload_settings,
                 otlp=want_otlp,
+                exit_timeout=exit_seconds,
+                on_full=p.resolve(p.QUEUE_ON_FULL),
             )
             limit = pipeline.sdk_attribute_limit()
             if limit is not None and limit < settings.max_attribute_length:

@@ -33,6 +33,9 @@ __all__ = [
     "CHRONICLE_REDACT_VALUES",
     "CHRONICLE_SESSION",
     "CHRONICLE_STORE_KEEP",
+    "CHRONICLE_STORE_MAX_DELAY",
+    "CHRONICLE_QUEUE_ON_FULL",
+    "CHRONICLE_EXIT_TIMEOUT",
 ]
 
 CHRONICLE_HOME: Final = "CHRONICLE_HOME"
@@ -212,4 +215,28 @@ CHRONICLE_STORE_KEEP: Final = "CHRONICLE_STORE_KEEP"
 
 Which traces the local store records: ``boundaries`` (the default: only traces with at least one boundary span,
 so health checks and other requests traced on the same provider are left out) or ``all`` (every span).
+"""
+
+CHRONICLE_STORE_MAX_DELAY: Final = "CHRONICLE_STORE_MAX_DELAY"
+"""
+.. envvar:: CHRONICLE_STORE_MAX_DELAY
+
+Seconds an ended span may wait in memory before the local store writes it: about what a ``kill -9`` can lose.
+Default: 0.5.
+"""
+
+CHRONICLE_QUEUE_ON_FULL: Final = "CHRONICLE_QUEUE_ON_FULL"
+"""
+.. envvar:: CHRONICLE_QUEUE_ON_FULL
+
+What a full export queue does with the next ended span: ``block`` (the default: wait up to 1 s for the exporter
+to make room, then drop) or ``drop`` (at once). Every dropped span is counted (``get_config().stats()``).
+"""
+
+CHRONICLE_EXIT_TIMEOUT: Final = "CHRONICLE_EXIT_TIMEOUT"
+"""
+.. envvar:: CHRONICLE_EXIT_TIMEOUT
+
+Seconds the OTLP export chronicle set up may take to deliver what is queued when the process exits (or on
+``shutdown()``); what is left is counted and logged. The local store is always written in full. Default: 5.
 """

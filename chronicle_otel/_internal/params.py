@@ -105,6 +105,13 @@ def parse_int(var: str, text: str) -> int:
         raise Invalid(text, "an integer") from None
 
 
+def parse_float(var: str, text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise Invalid(text, "a number") from None
+
+
 def parse_text(var: str, text: str) -> str:
     return text.strip()
 
@@ -189,6 +196,11 @@ def at_least(minimum: int) -> Callable[[int], None]:
             raise Invalid(value, f"an integer >= {minimum}")
 
     return check
+
+
+def positive_seconds(value: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 86_400:
+        raise Invalid(value, "a number of seconds > 0 (at most 86400)")
 
 
 def one_of(*choices: str) -> Callable[[str], None]:
@@ -309,6 +321,18 @@ STORE_KEEP: Final = Param[str](
     one_of("boundaries", "all"),
 )
 
+STORE_MAX_DELAY: Final = Param[float](
+    "StoreOptions.max_delay", (env.CHRONICLE_STORE_MAX_DELAY,), 0.5, parse_float, positive_seconds
+)
+QUEUE_ON_FULL: Final = Param[str](
+    "StoreOptions.on_full",
+    (env.CHRONICLE_QUEUE_ON_FULL,),
+    "block",
+    parse_choice("block", "drop"),
+    one_of("block", "drop"),
+)
+EXIT_TIMEOUT: Final = Param[float]("exit_timeout", (env.CHRONICLE_EXIT_TIMEOUT,), 5.0, parse_float, positive_seconds)
+
 FLUSH_ON_SIGNALS: Final = Param[bool](
     "flush_on_signals", (env.CHRONICLE_FLUSH_ON_SIGNALS,), True, parse_bool, check_bool
 )
@@ -373,6 +397,9 @@ PARAMS: Final[tuple[Param[Any], ...]] = (
     STORE_BUFFER_BYTES,
     STORE_MAX_QUEUE_SIZE,
     STORE_KEEP,
+    STORE_MAX_DELAY,
+    QUEUE_ON_FULL,
+    EXIT_TIMEOUT,
     FLUSH_ON_SIGNALS,
     PAYLOADS_URL,
     PAYLOADS_UPLOAD,
@@ -488,6 +515,10 @@ class StoreFields(Protocol):
     def max_queue_size(self) -> int: ...
     @property
     def keep(self) -> str | None: ...
+    @property
+    def max_delay(self) -> float | None: ...
+    @property
+    def on_full(self) -> str | None: ...
 
 
 @dataclass(frozen=True)
@@ -513,6 +544,8 @@ class StoreSettings:
     buffer_bytes: int
     max_queue_size: int
     keep: Literal["boundaries", "all"] = "boundaries"
+    max_delay: float = 0.5
+    on_full: Literal["block", "drop"] = "block"
 
 
 class PayloadFields(Protocol):
@@ -657,4 +690,6 @@ def resolve_store(options: StoreFields, *, environ: Mapping[str, str] | None = N
         buffer_bytes=resolve(STORE_BUFFER_BYTES, options.buffer_bytes, environ=environ),
         max_queue_size=resolve(STORE_MAX_QUEUE_SIZE, options.max_queue_size, environ=environ),
         keep="all" if resolve(STORE_KEEP, options.keep, environ=environ) == "all" else "boundaries",
+        max_delay=resolve(STORE_MAX_DELAY, options.max_delay, environ=environ),
+        on_full="drop" if resolve(QUEUE_ON_FULL, options.on_full, environ=environ) == "drop" else "block",
     )

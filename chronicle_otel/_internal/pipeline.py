@@ -22,12 +22,13 @@ from typing import Any
 from opentelemetry import trace as trace_api
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
 
 from ..export import ChronicleExporter
 from ..export._uploader import PayloadUploader
 from ..store import LocalStore
 from ..version import __version__
+from .batch import BatchProcessor
 from .buffer import PayloadBuffer
 from .errors import handle_internal_errors
 from .params import OTLP_PROTOCOL, STORE_PATH, PayloadSettings, StoreSettings, resolve
@@ -35,6 +36,8 @@ from .params import OTLP_PROTOCOL, STORE_PATH, PayloadSettings, StoreSettings, r
 INSTRUMENTATION_NAME = "chronicle_otel"
 
 _MAX_EXPORT_BATCH_SIZE = 2048
+_OTLP_MAX_DELAY = 1.0
+"""Seconds between OTLP exports when fewer than a batch of spans wait."""
 
 
 class Pipeline:
@@ -107,6 +110,8 @@ class Pipeline:
         otlp: bool,
         payloads: tuple[Any, PayloadSettings] | None = None,
         environ: Mapping[str, str] | None = None,
+        exit_timeout: float = 5.0,
+        on_full: str = "block",
     ) -> Pipeline:
         """Create the resources of a configuration that records; nothing is attached yet (see :meth:`start`).
 
@@ -119,6 +124,8 @@ class Pipeline:
             payloads: ``(your own payload store or None, settings)``; object storage when the settings say so.
             otlp: add an OTLP exporter when chronicle owns the provider.
             environ: the environment the OTLP protocol is read from (default: ``os.environ``).
+            exit_timeout: seconds the OTLP export may take at shutdown (the store is always written in full).
+            on_full: what a full export queue does (``block`` or ``drop``) when there is no store to say it.
 
         Raises:
             ConfigError: the OTLP protocol variable is invalid, or the object store cannot be set up.
@@ -147,12 +154,27 @@ class Pipeline:
             processors.append(
                 SimpleSpanProcessor(exporter)
                 if store.processor == "simple"
-                else BatchSpanProcessor(
-                    exporter, max_queue_size=store.max_queue_size, max_export_batch_size=_MAX_EXPORT_BATCH_SIZE
+                else BatchProcessor(
+                    exporter,
+                    name="store",
+                    max_queue_size=store.max_queue_size,
+                    max_batch=_MAX_EXPORT_BATCH_SIZE,
+                    max_delay=store.max_delay,
+                    on_full=store.on_full,
                 )
             )
         if otlp_exporter is not None:
-            processors.append(BatchSpanProcessor(otlp_exporter))
+            processors.append(
+                BatchProcessor(
+                    otlp_exporter,
+                    name="otlp",
+                    max_queue_size=store.max_queue_size if store is not None else 16_384,
+                    max_batch=512,
+                    max_delay=_OTLP_MAX_DELAY,
+                    on_full=store.on_full if store is not None else ("drop" if on_full == "drop" else "block"),
+                    shutdown_timeout=exit_timeout,
+                )
+            )
         return cls(
             provider,
             owns_provider=owns,

@@ -169,7 +169,7 @@ def test_adds_otlp_when_the_env_asks(
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     config = chronicle.configure(store=simple_store(tmp_path))
-    exporters = [getattr(p, "span_exporter", None) or p._batch_processor._exporter for p in config.processors[1:]]  # type: ignore[attr-defined]
+    exporters = [getattr(p, "span_exporter", None) or p.exporter for p in config.processors[1:]]  # type: ignore[attr-defined]
     assert [type(e) for e in exporters] == [exporter_type]
 
 

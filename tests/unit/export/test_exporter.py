@@ -12,12 +12,13 @@ from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExportResult
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
 import chronicle_otel as chronicle
 from chronicle_otel import semconv as sc
+from chronicle_otel._internal.batch import BatchProcessor
 from chronicle_otel._internal.buffer import PayloadBuffer
 from chronicle_otel._internal.otlp_json import export_request
 
@@ -94,7 +95,7 @@ def test_otlp_json_shape_matches_the_collector_file_exporter() -> None:
 def test_batch_processor_reaches_the_store_after_flush(tmp_path: Path) -> None:
     provider = TracerProvider()
     config = chronicle.configure(tracer_provider=provider, store=tmp_path)
-    assert isinstance(config.processors[0], BatchSpanProcessor)
+    assert isinstance(config.processors[0], BatchProcessor)
 
     @chronicle.boundary(kind="agent", name="run")
     def run(i: int) -> int:

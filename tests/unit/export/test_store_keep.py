@@ -15,13 +15,14 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, TraceFlags
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 import chronicle_otel as chronicle
 from chronicle_otel import semconv as sc
+from chronicle_otel._internal.batch import BatchProcessor
 from chronicle_otel._internal.buffer import PayloadBuffer
 from chronicle_otel._internal.digest import payload_digest
 
@@ -94,7 +95,7 @@ def test_health_checks_are_not_stored(web: Setup) -> None:
 def test_an_agent_trace_whose_http_root_ends_last_is_stored_whole_among_health_checks(tmp_path: Path) -> None:
     provider = TracerProvider(resource=Resource.create({"service.name": "chat"}))
     config = chronicle.configure(tracer_provider=provider, store=chronicle.StoreOptions(path=tmp_path, durable=False))
-    assert isinstance(config.processors[0], BatchSpanProcessor)
+    assert isinstance(config.processors[0], BatchProcessor)
     tracer = provider.get_tracer("web")
 
     @chronicle.boundary(kind="llm", name="llm.call")
