@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib as _contextlib
 import importlib as _importlib
-import logging as _logging
 import sys as _sys
 import types as _types
 from typing import TYPE_CHECKING, Any
@@ -196,5 +195,6 @@ class _Package(_types.ModuleType):
 
 _sys.modules[__name__].__class__ = _Package
 
-
-_logging.getLogger(__name__).addHandler(_logging.NullHandler())
+# No NullHandler on the "chronicle_otel" logger: a warning (spans dropped, a store that cannot be written, a
+# collector that did not take what was queued at exit) reaches stderr through Python's last-resort handler when the
+# application has not configured logging, as the OpenTelemetry SDK's own warnings do.

@@ -54,7 +54,7 @@ from typing import Any, Literal
 from opentelemetry import trace as trace_api
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 
-from ._internal import boundary_factory, signals
+from ._internal import boundary_factory, metrics, signals
 from ._internal import params as p
 from ._internal.batch import BatchStats, describe
 from ._internal.buffer import DEFAULT_MAX_BYTES, PayloadBuffer
@@ -642,6 +642,7 @@ def _install(config: ChronicleConfig) -> None:
         return  # a sandbox: never the global provider, never atexit of its own (the isolation shuts it down)
     if config._pipeline.created_provider and config.tracer_provider is not None:
         trace_api.set_tracer_provider(config.tracer_provider)
+    metrics.register(_current_stats)  # once per process
     if not _DEFAULT.atexit_registered:
         atexit.register(_shutdown_at_exit)
         _DEFAULT.atexit_registered = True
@@ -726,6 +727,11 @@ def _flush_on_signal(how: signals.Ending) -> None:
         config._pipeline.flush_for_exit(
             SIGNAL_FLUSH_MILLIS, final=how == "exit", drain_seconds=DRAIN_SECONDS if how == "server" else 0.0
         )
+
+
+def _current_stats() -> ChronicleStats | None:
+    config = _DEFAULT.config
+    return config.stats() if config is not None else None
 
 
 def _shutdown_at_exit() -> None:

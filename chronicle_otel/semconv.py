@@ -19,6 +19,11 @@ __all__ = [
     "ERROR_KEYS",
     "ERROR_TRUNCATED",
     "GEN_AI_OPERATION_NAME",
+    "METRIC_EXPORT_PATH",
+    "METRIC_LOSS_CAUSE",
+    "METRIC_SPANS_EXPORTED",
+    "METRIC_SPANS_LOST",
+    "METRIC_SPANS_QUEUED",
     "GEN_AI_PROVIDER_NAME",
     "GEN_AI_REQUEST_MAX_TOKENS",
     "GEN_AI_REQUEST_MODEL",
@@ -111,6 +116,19 @@ REPLAY_OF: Final = "chronicle.replay.of"
 """On spans emitted during a replay: the id of the original trace."""
 REPLAY_MODE: Final = "chronicle.replay.mode"
 """On spans emitted during a replay: ``stub`` (answered from the recording) or ``live``."""
+
+# Metrics chronicle reports through the OpenTelemetry metrics API (when the application set a MeterProvider).
+METRIC_SPANS_EXPORTED: Final = "chronicle.spans.exported"
+"""Counter: spans an export path delivered (attribute :data:`METRIC_EXPORT_PATH`)."""
+METRIC_SPANS_LOST: Final = "chronicle.spans.lost"
+"""Counter: spans an export path will not deliver, by :data:`METRIC_LOSS_CAUSE`."""
+METRIC_SPANS_QUEUED: Final = "chronicle.spans.queued"
+"""Up-down counter: spans waiting in an export queue now."""
+METRIC_EXPORT_PATH: Final = "chronicle.export.path"
+"""Metric attribute: ``store`` or ``otlp``."""
+METRIC_LOSS_CAUSE: Final = "chronicle.loss.cause"
+"""Metric attribute: ``queue_full``, ``export_failed``, ``undelivered`` or ``no_boundary_window`` (the store's
+holding area)."""
 
 # OpenTelemetry code attributes.
 CODE_FUNCTION: Final = "code.function.name"

@@ -208,3 +208,46 @@ def test_the_first_drop_is_logged_once(caplog: pytest.LogCaptureFixture) -> None
     assert sum("queue is full" in r.getMessage() for r in caplog.records) == 1
     gate.set()
     processor.shutdown()
+
+
+def test_the_counters_are_opentelemetry_metrics_when_a_meter_provider_is_set(tmp_path: object) -> None:
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    import chronicle_otel as chronicle
+    from chronicle_otel import semconv as sc
+    from chronicle_otel._internal import metrics as chronicle_metrics
+
+    reader = InMemoryMetricReader()
+    meter_provider = MeterProvider(metric_readers=[reader])
+    from opentelemetry import metrics
+
+    metrics._internal._METER_PROVIDER_SET_ONCE._done = False  # type: ignore[attr-defined]  # a fresh global
+    metrics.set_meter_provider(meter_provider)
+    chronicle_metrics._registered = False
+    try:
+        config = chronicle.configure(
+            tracer_provider=TracerProvider(), store=chronicle.StoreOptions(path=str(tmp_path), max_delay=60)
+        )
+
+        @chronicle.boundary(kind="tool", name="metered")
+        def metered(i: int) -> int:
+            return i
+
+        for i in range(5):
+            metered(i)
+        config.force_flush()
+        data = reader.get_metrics_data()
+        points = {
+            (m.name, tuple(sorted(dict(p.attributes or {}).items()))): p.value
+            for rm in data.resource_metrics
+            for sm in rm.scope_metrics
+            for m in sm.metrics
+            for p in m.data.data_points
+        }
+        assert points[(sc.METRIC_SPANS_EXPORTED, ((sc.METRIC_EXPORT_PATH, "store"),))] == 5
+        lost = {k: v for k, v in points.items() if k[0] == sc.METRIC_SPANS_LOST}
+        assert lost and all(v == 0 for v in lost.values())
+        assert points[(sc.METRIC_SPANS_QUEUED, ((sc.METRIC_EXPORT_PATH, "store"),))] == 0
+    finally:
+        meter_provider.shutdown()

@@ -1,0 +1,186 @@
+"""Faults with real processes: kill -9 while recording, exit with a dead or silent collector."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import chronicle_otel as chronicle
+
+REPO = Path(__file__).resolve().parents[2]
+
+RECORDER = """
+import os, sys, time
+import chronicle_otel as chronicle
+
+chronicle.configure(store=chronicle.StoreOptions(path=os.environ["STORE"], max_delay=float(os.environ["MAX_DELAY"])))
+
+@chronicle.boundary(kind="tool", name="work")
+def work(i: int) -> dict:
+    return {"i": i, "ok": True}
+
+@chronicle.boundary(kind="agent", name="run")
+def run(i: int) -> dict:
+    return work(i)
+
+i = 0
+while True:
+    run(i)
+    i += 1
+    if i % 200 == 0:  # progress: this many calls had ended by this time
+        print(i, time.time_ns(), flush=True)
+"""
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CHRONICLE_", "OTEL_"))}
+    env.update(PYTHONPATH=str(REPO), **extra)
+    return env
+
+
+def _stored_traces(store: Path) -> int:
+    db = sqlite3.connect(f"file:{store / 'index.sqlite3'}?mode=ro", uri=True)
+    try:
+        return int(db.execute("SELECT COUNT(*) FROM traces").fetchone()[0])
+    finally:
+        db.close()
+
+
+def test_kill_9_loses_only_the_last_moments(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = tmp_path / "store"
+    max_delay = 0.5
+    proc = subprocess.Popen(
+        [sys.executable, "-c", RECORDER],
+        env=_env(STORE=str(store), MAX_DELAY=str(max_delay)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    progress: list[tuple[int, int]] = []
+    assert proc.stdout is not None
+    try:
+        started = time.monotonic()
+        for line in proc.stdout:
+            count, at = line.split()
+            progress.append((int(count), int(at)))
+            if time.monotonic() - started > 4 and len(progress) > 10:
+                break
+    finally:
+        killed_at = time.time_ns()
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+    stored = _stored_traces(store)
+    # Every call that had ended this long before the kill is on disk: max_delay, plus time for the export itself
+    # on a loaded machine (the OpenTelemetry SDK's batch processor waits 5 s between exports).
+    bound_ns = int((max_delay + 2.0) * 1e9)
+    safe = max((count for count, at in progress if at <= killed_at - bound_ns), default=0)
+    ended = progress[-1][0]
+    reader = chronicle.load_trace(store, "latest")  # the store is readable: a torn last line is skipped
+    assert reader.root is not None
+    with capsys.disabled():
+        rate = ended / ((progress[-1][1] - progress[0][1]) / 1e9 + 1e-9)
+        print(
+            f"\n[kill -9] {ended}+ calls ended (~{rate:,.0f}/s), {stored} stored, "
+            f"{max(0, ended - stored)} lost (~{max(0, ended - stored) / max(rate, 1):.2f}s of calls)"
+        )
+    assert stored >= safe, f"{stored} stored, but {safe} calls had ended {bound_ns / 1e9}s before the kill"
+    assert safe > 0
+
+
+class _Silent:
+    """A loopback endpoint that accepts connections and never answers."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        self.conns: list[socket.socket] = []
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.conns.append(conn)
+
+    def close(self) -> None:
+        self.sock.close()
+        for conn in self.conns:
+            conn.close()
+        self._thread.join(5)
+
+
+@pytest.fixture
+def silent() -> Iterator[_Silent]:
+    server = _Silent()
+    yield server
+    server.close()
+
+
+def _refused_port() -> int:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = int(sock.getsockname()[1])
+    sock.close()  # nothing listens there now
+    return port
+
+
+EXITER = """
+import os, time
+import chronicle_otel as chronicle
+
+chronicle.configure(store=os.environ["STORE"])
+
+@chronicle.boundary(kind="tool", name="work")
+def work(i: int) -> int:
+    return i
+
+for i in range(3000):
+    work(i)
+print("exiting", flush=True)
+"""
+
+
+@pytest.mark.parametrize("endpoint", ["silent", "refused"])
+def test_exit_with_an_unreachable_collector_is_bounded(
+    tmp_path: Path, endpoint: str, silent: _Silent, capsys: pytest.CaptureFixture[str]
+) -> None:
+    port = silent.port if endpoint == "silent" else _refused_port()
+    store = tmp_path / "store"
+    started = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(EXITER)],
+        env=_env(
+            STORE=str(store),
+            OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{port}",
+            CHRONICLE_EXIT_TIMEOUT="1",
+        ),
+        capture_output=True,
+        text=True,
+        timeout=60,  # the guard: without a bound the silent endpoint holds the exit far longer
+        check=False,
+    )
+    took = time.monotonic() - started
+    assert result.returncode == 0, result.stderr
+    assert "exiting" in result.stdout
+    assert "spans not delivered" in result.stderr, result.stderr
+    assert _stored_traces(store) == 3000, "the local store gets everything whatever the collector does"
+    with capsys.disabled():
+        lines = [line for line in result.stderr.splitlines() if "not delivered" in line]
+        print(f"\n[{endpoint} collector] process done in {took:.1f}s; {lines[0].strip() if lines else ''}")
