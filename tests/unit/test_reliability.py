@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 import chronicle_otel as chronicle
+from chronicle_otel.store import StoreReader
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -184,3 +185,60 @@ def test_exit_with_an_unreachable_collector_is_bounded(
     with capsys.disabled():
         lines = [line for line in result.stderr.splitlines() if "not delivered" in line]
         print(f"\n[{endpoint} collector] process done in {took:.1f}s; {lines[0].strip() if lines else ''}")
+
+
+WRITER = """
+import json, os, sys
+import chronicle_otel as chronicle
+
+config = chronicle.configure(store=os.environ["STORE"], otlp=False)
+
+@chronicle.boundary(kind="tool", name="step")
+def step(i: int) -> dict:
+    return {"i": i, "text": "x" * (i % 50)}
+
+@chronicle.boundary(kind="agent", name="writer")
+def writer(i: int) -> dict:
+    return step(i)
+
+for i in range(int(os.environ["COUNT"])):
+    writer(i)
+config.force_flush()
+print(json.dumps({"dropped": config.stats().dropped}), flush=True)
+"""
+
+
+def test_two_writers_and_a_reader_share_one_store(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    count = 1500
+    writers = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER],
+            env=_env(STORE=str(store), COUNT=str(count)),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    reads = errors = 0
+    seen: set[str] = set()
+    while any(w.poll() is None for w in writers):  # a reader in this process meanwhile
+        try:
+            reader = StoreReader(store)
+            try:
+                for summary in reader.list_traces(limit=20):
+                    trace = chronicle.load_trace(store, summary.trace_id)
+                    assert [b.name for b in trace.boundaries] == ["writer", "step"], trace
+                    seen.add(summary.trace_id)
+                    reads += 1
+            finally:
+                reader.close()
+        except chronicle.TraceNotFoundError:
+            errors += 1  # listed before the store existed: nothing else may fail
+        time.sleep(0.01)
+    outputs = [w.communicate(timeout=60) for w in writers]
+    assert [w.returncode for w in writers] == [0, 0], [err for _, err in outputs]
+    assert all('"dropped": 0' in out for out, _ in outputs), outputs
+    assert _stored_traces(store) == 2 * count
+    assert reads > 0 and errors == 0 and len(seen) > 0
