@@ -177,13 +177,16 @@ class StoreReader:
         try:
             self._prepare(db)
             db.set_progress_handler(self._past_deadline, _PROGRESS_STEPS)
-            self._check_tables(db)
+            tables = self._check_tables(db)
         except sqlite3.DatabaseError as exc:
             db.close()
             raise StoreError(f"unreadable store index ({exc})", self.path / INDEX) from None
         except BaseException:
             db.close()
             raise
+        if tables == 0 and not create:  # a writer is creating the store right now: nothing to read yet
+            db.close()
+            return None
         self._db = db
         return db
 
@@ -192,8 +195,11 @@ class StoreReader:
         deadline = self._deadline
         return 1 if deadline is not None and time.monotonic() > deadline else 0
 
-    def _check_tables(self, db: sqlite3.Connection) -> None:
-        """Refuse an index whose tables were replaced by views or virtual tables (queries on them may never end)."""
+    def _check_tables(self, db: sqlite3.Connection) -> int:
+        """Refuse an index whose tables were replaced by views or virtual tables (queries on them may never end).
+
+        Returns how many of the store's tables exist (0 while a writer creates the store).
+        """
         marks = ",".join("?" * len(_TABLES))
         rows = db.execute(
             f"SELECT name, type, sql FROM sqlite_master WHERE name IN ({marks}) COLLATE NOCASE", _TABLES
@@ -201,6 +207,7 @@ class StoreReader:
         for name, kind, sql in rows:
             if kind != "table" or not (isinstance(sql, str) and sql.lstrip()[:12].upper() == "CREATE TABLE"):
                 raise StoreError(f"{_excerpt(name)} in the index is a {_excerpt(kind)}, not a table", self.path / INDEX)
+        return len(rows)
 
     def _create(self) -> None:
         raise StoreError("there is no store here to read", self.path)
