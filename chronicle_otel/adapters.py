@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import wrapt
 
 from ._internal.session_attrs import AttributeValue
+from .errors import ReplayDivergence
 
 __all__ = [
     "Arguments",
@@ -174,7 +175,7 @@ class StreamAdapter:
         if self.replay is not None:
             return self.replay(replayed)
         cls = AsyncReplayedStream if replayed.is_async else ReplayedStream
-        return cls(replayed.items, replayed.error)
+        return cls(replayed.items, replayed.error, replayed.state)
 
 
 # ------------------------------------------------------------------------------------ recording proxies
@@ -329,11 +330,16 @@ class ReplayedResponse:
 
 
 class _ReplayedItems:
-    """The recorded items of a replayed stream, then its error; closing ends it."""
+    """The recorded items of a replayed stream, then its error; closing ends it.
 
-    def __init__(self, items: list[Any], error: BaseException | None = None) -> None:
+    A stream whose recording was abandoned (the consumer stopped early) has no recorded end: reading past its
+    items raises :class:`~chronicle_otel.ReplayDivergence` instead of ending as if the stream were complete.
+    """
+
+    def __init__(self, items: list[Any], error: BaseException | None = None, state: StreamEnd | None = None) -> None:
         self._items = list(items)
         self._error = error
+        self._state = state
         self._position = 0
         self._closed = False
         self.response = ReplayedResponse()
@@ -349,6 +355,11 @@ class _ReplayedItems:
         if self._error is not None:
             error, self._error = self._error, None
             raise error
+        if self._state == "abandoned":
+            raise ReplayDivergence(
+                f"the recorded stream was abandoned by its consumer after {len(self._items)} items; "
+                "the replay reads further than the recording goes"
+            )
         return False, None
 
 

@@ -319,13 +319,29 @@ def _enc_dataclass(v: Any, w: _Walker, d: int) -> Any:
 
 def _enc_pydantic(v: Any, w: _Walker, d: int) -> Any:
     cls = type(v)
-    data = {name: getattr(v, name) for name in cls.model_fields}
+    names = list(cls.model_fields)
+    data = {name: getattr(v, name) for name in names}
     extra = getattr(v, "__pydantic_extra__", None)
     if isinstance(extra, dict):  # fields a model with extra="allow" kept (an API's newer fields)
         for key, value in extra.items():
             if isinstance(key, str) and key not in data:
                 data[key] = value
-    return {TAG: "pydantic", "class": _qualname(_generic_origin(cls)), "data": w.mapping(data, d)}
+    encoded = {TAG: "pydantic", "class": _qualname(_generic_origin(cls)), "data": w.mapping(data, d)}
+    fields_set = getattr(v, "__pydantic_fields_set__", None)
+    if isinstance(fields_set, (set, frozenset)):
+        unset = [name for name in names if name not in fields_set]
+        if unset:  # defaults the model filled in: exclude_unset / to_dict() leave them out, so must the rebuild
+            encoded["unset"] = unset
+    kept = {}
+    for source in (getattr(v, "__pydantic_private__", None), getattr(v, "__dict__", None)):
+        if isinstance(source, dict):  # plain-data private attributes (an SDK's ``_request_id``)
+            for key, value in source.items():
+                private = type(key) is str and key.startswith("_") and not key.startswith("__")
+                if private and value is not None and _plain(value, 2):
+                    kept[key] = value
+    if kept:
+        encoded["private"] = w.mapping(kept, d)
+    return encoded
 
 
 def _generic_origin(cls: type) -> type:
@@ -867,7 +883,15 @@ def _dec_fields(tag: str, kind: Callable[[type], bool]) -> Callable[[_Decoder, d
             return UnresolvedObject(tag, name, data)
         if type(data) is not dict:
             raise TypeError("'data' must be a mapping")
+        unset = v.get("unset", [])
+        if type(unset) is not list or not all(type(u) is str for u in unset):
+            raise TypeError("'unset' must be a list of field names")
+        private = d.value(v.get("private", {}), depth)
+        if type(private) is not dict:
+            raise TypeError("'private' must be a mapping")
         try:
+            if tag == "pydantic":
+                return _construct_model(cls, data, unset, private)
             return _construct(tag, cls, data)
         except CodecError:
             raise
@@ -877,9 +901,32 @@ def _dec_fields(tag: str, kind: Callable[[type], bool]) -> Callable[[_Decoder, d
     return dec
 
 
+def _construct_model(cls: Any, data: dict[str, Any], unset: list[str], private: dict[str, Any]) -> Any:
+    """The model as it was recorded, rebuilt with ``model_construct``.
+
+    Its fields (by name, also for a field the class names by alias), its extra fields and which fields were set
+    come back as recorded. The values were validated when the model was made; the class's validators do not run
+    again (a parametrized generic model is recorded as its generic class, whose type variables would refuse the
+    values its parameters allowed).
+    """
+    skip = set(unset)  # filled in with their defaults, as when recorded; passing them would mark them set
+    model = cls.model_construct(**{k: val for k, val in data.items() if type(k) is str and k not in skip})
+    if private:
+        declared = getattr(cls, "__private_attributes__", None) or {}
+        store = getattr(model, "__pydantic_private__", None)
+        namespace = object.__getattribute__(model, "__dict__")
+        class_names = _class_dict_chain(cls)
+        for key, value in private.items():
+            if type(key) is not str or not key.startswith("_") or key.startswith("__"):
+                continue
+            if key in declared and isinstance(store, dict):
+                store[key] = value  # a declared private attribute, in pydantic's private dict
+            elif key not in class_names and isinstance(namespace, dict):
+                namespace[key] = value  # an instance attribute that shadows nothing of the class
+    return model
+
+
 def _construct(tag: str, cls: Any, data: dict[str, Any]) -> Any:
-    if tag == "pydantic":
-        return cls.model_validate(data)
     if tag == "namedtuple":
         fields = cls._fields
         if set(data) != set(fields):

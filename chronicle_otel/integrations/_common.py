@@ -60,13 +60,14 @@ def require(package: str, extra: str) -> Any:
 
 def install(methods: list[Method], *, provider: str, arguments: Arguments) -> list[str]:
     """Instrument every method that exists in the installed SDK version; returns the boundary names."""
-    names = []
+    names: list[str] = []
     with _lock:
         for method in methods:
             module = importlib.import_module(method.module)
             function = _lookup(module, method.path)
             if function is None:
                 continue  # a method this SDK version does not have
+            uninstrument(module, method.path)  # instrumented by hand before: the integration's settings win
             instrument(
                 module,
                 method.path,
@@ -78,7 +79,8 @@ def install(methods: list[Method], *, provider: str, arguments: Arguments) -> li
                 # The SDKs' argument-checking decorator hides the ``async def`` of their async clients' methods.
                 asynchronous=inspect.iscoroutinefunction(inspect.unwrap(function)) or None,
             )
-            names.append(method.name)
+            if method.name not in names:
+                names.append(method.name)
     return names
 
 
@@ -118,7 +120,7 @@ def default_stand_in(sdk_sync: type, sdk_async: type) -> Callable[[Any], Any]:
 
     def stand_in(replayed: Any) -> Any:
         cls = replayed_stream_class(sdk_async if replayed.is_async else sdk_sync, replayed.is_async)
-        return cls(replayed.items, replayed.error)
+        return cls(replayed.items, replayed.error, replayed.state)
 
     return stand_in
 

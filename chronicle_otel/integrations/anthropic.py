@@ -64,7 +64,12 @@ class _RecordingManager(RecordingProxy):
         return message_stream
 
     def __enter__(self) -> Any:
-        return self._self_record(self.__wrapped__.__enter__())
+        try:
+            stream = self.__wrapped__.__enter__()
+        except BaseException as exc:  # the request failed (429, 529…): the call failed, with no event
+            self._self_recorder.end("error", exc)
+            raise
+        return self._self_record(stream)
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -75,7 +80,12 @@ class _RecordingManager(RecordingProxy):
             self._self_recorder.end("abandoned")
 
     async def __aenter__(self) -> Any:
-        return self._self_record(await self.__wrapped__.__aenter__())
+        try:
+            stream = await self.__wrapped__.__aenter__()
+        except BaseException as exc:
+            self._self_recorder.end("error", exc)
+            raise
+        return self._self_record(stream)
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -108,14 +118,21 @@ def _methods() -> list[Method]:
             if output_format is None or isinstance(output_format, sdk.Omit):
                 output_format = sdk.NOT_GIVEN
             cls = replayed_stream_class(sdk.AsyncStream if is_async else sdk.Stream, is_async)
-            events = cls(replayed.items, replayed.error)
+            events = cls(replayed.items, replayed.error, replayed.state)
+            failed_request = replayed.error if replayed.error is not None and not replayed.items else None
+
+            def sync_request() -> Any:
+                if failed_request is not None:  # the request itself failed: entering the block raises, as it did
+                    raise failed_request
+                return events
+
             if is_async:
 
                 async def request() -> Any:
-                    return events
+                    return sync_request()
 
                 return _manager(AsyncMessageStreamManager, request(), output_format)
-            return _manager(MessageStreamManager, lambda: events, output_format)
+            return _manager(MessageStreamManager, sync_request, output_format)
 
         return stand_in
 

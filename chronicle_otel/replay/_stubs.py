@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 from .._internal.hooks import Shape
+from ..errors import ReplayDivergence
 from ..model import Boundary
 
 
@@ -37,18 +38,22 @@ def stub_body(shape: Shape, rec: Boundary, allow: tuple[str, ...], stream_adapte
     if shape == "gen":
 
         def gen_body(*args: Any, **kwargs: Any) -> Iterator[Any]:
-            yield from items()
+            recorded = items()
+            yield from recorded
             if rec.failed:
                 raise _error(rec, allow)
+            _past_the_recording(rec, len(recorded))
 
         return gen_body
     if shape == "agen":
 
         async def agen_body(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
-            for item in items():
+            recorded = items()
+            for item in recorded:
                 yield item
             if rec.failed:
                 raise _error(rec, allow)
+            _past_the_recording(rec, len(recorded))
 
         return agen_body
 
@@ -80,6 +85,15 @@ def _stream_stand_in(shape: Shape, rec: Boundary, allow: tuple[str, ...], adapte
         return build(args, kwargs)
 
     return body
+
+
+def _past_the_recording(rec: Boundary, count: int) -> None:
+    """The consumer asks for more than a stream abandoned early recorded: there is no recorded answer."""
+    if rec.stream_state == "abandoned":
+        raise ReplayDivergence(
+            f"the recorded stream {rec.name!r} was abandoned by its consumer after {count} items; "
+            "the replay reads further than the recording goes"
+        )
 
 
 def _error(rec: Boundary, allow: tuple[str, ...]) -> BaseException:

@@ -364,3 +364,126 @@ def test_the_openai_stream_helpers_are_recorded_through_create(
         assert run.rerun() == recorded
     assert oa.count() == count
     assert run.report.ok and not run.report.drift, run.report
+
+
+def test_a_failed_messages_stream_request_is_recorded_as_the_error_and_raised_on_entering(
+    recorder: Recorder, servers: tuple[LLMServer, LLMServer], instrumented: None
+) -> None:
+    _, an = servers
+
+    @chronicle.boundary(kind="agent", name="sdk_agent.stream_fails")
+    def stream_fails(url: str) -> str:
+        client = anthropic.Anthropic(base_url=f"{url}/missing", api_key="k", max_retries=0)
+        try:
+            with client.messages.stream(model="claude-test", max_tokens=10, messages=[]) as stream:
+                return stream.get_final_text()
+        except anthropic.NotFoundError as exc:
+            return f"request failed: {exc.status_code}"
+        finally:
+            client.close()
+
+    assert stream_fails(an.url) == "request failed: 404"
+    span = next(s for s in recorder.spans() if s.name == "anthropic.messages.stream")
+    assert span.status.status_code.name == "ERROR"
+    assert (span.attributes or {})[sc.STREAM_STATE] == "error"
+    trace = chronicle.load_trace(recorder.path, "latest")
+    with chronicle.replay(trace) as run:
+        assert run.rerun() == "request failed: 404"
+    assert run.report.ok, run.report
+
+
+def test_reading_further_than_an_abandoned_recording_is_a_divergence(
+    recorder: Recorder, servers: tuple[LLMServer, LLMServer], instrumented: None
+) -> None:
+    oa, _ = servers
+    oa.reply_with(Reply("one two three four five six"))
+
+    @chronicle.boundary(kind="agent", name="sdk_agent.reads")
+    def reads(url: str, limit: int) -> list[str]:
+        client = openai.OpenAI(base_url=f"{url}/v1", api_key="k", max_retries=0)
+        got = []
+        try:
+            stream = client.chat.completions.create(model="m", messages=[], stream=True)
+            for chunk in stream:
+                got.append(chunk.choices[0].delta.content or "" if chunk.choices else "")
+                if len(got) == limit:
+                    break
+            stream.close()
+        finally:
+            client.close()
+        return got
+
+    recorded = reads(oa.url, 2)
+    trace = chronicle.load_trace(recorder.path, "latest")
+    with chronicle.replay(trace) as run:
+        assert run.rerun() == recorded, "reading as far as the recording: the same answer"
+    with chronicle.replay(trace) as run, pytest.raises(chronicle.ReplayDivergence, match="abandoned"):
+        run.rerun(limit=10)
+
+
+def test_a_method_instrumented_by_hand_gets_the_integration_settings(
+    recorder: Recorder, servers: tuple[LLMServer, LLMServer]
+) -> None:
+    from openai.resources.chat.completions import Completions
+
+    chronicle.instrument(Completions, "create", kind="llm")
+    try:
+        assert "openai.chat.completions.create" in chronicle_openai.instrument()
+        oa, _ = servers
+        client = openai.OpenAI(base_url=f"{oa.url}/v1", api_key="k", max_retries=0)
+        try:
+            client.chat.completions.create(model="m", messages=[], extra_headers={"X-Session": "s"})
+        finally:
+            client.close()
+        span = next(s for s in recorder.spans() if s.name == "openai.chat.completions.create")
+        assert json.loads(str((span.attributes or {})[sc.INPUT])) == {"messages": [], "model": "m"}
+    finally:
+        chronicle_openai.uninstrument()
+        chronicle.uninstrument(Completions, "create")
+
+
+def test_replayed_models_keep_which_fields_were_set_aliases_and_generic_parameters(
+    recorder: Recorder, servers: tuple[LLMServer, LLMServer], instrumented: None
+) -> None:
+    oa, an = servers
+    order = sdk_agent.order_json(7)
+    oa.reply_with(
+        Reply("", tool_call=("place_order", order)),
+        Reply("", tool_call=("place_order", order)),
+        Reply("", parsed_json=order),
+    )
+    an.reply_with(Reply("", parsed_json=order))
+    seen: dict[str, Any] = {}
+
+    @chronicle.boundary(kind="agent", name="sdk_agent.shapes")
+    def shapes(openai_url: str, anthropic_url: str) -> dict[str, Any]:
+        client = openai.OpenAI(base_url=f"{openai_url}/v1", api_key="k", max_retries=0)
+        claude = anthropic.Anthropic(base_url=anthropic_url, api_key="k", max_retries=0)
+        tools = [{"type": "function", "function": {"name": "place_order", "parameters": {"type": "object"}}}]
+        try:
+            plain = client.chat.completions.create(model="m", messages=[], tools=tools)
+            with client.chat.completions.stream(model="m", messages=[], tools=tools) as stream:
+                final = stream.get_final_completion()
+            parsed = client.responses.parse(model="m", input="x", text_format=sdk_agent.Order)
+            message = claude.messages.parse(
+                model="claude-test", max_tokens=10, messages=[], output_format=sdk_agent.Order
+            )
+        finally:
+            client.close()
+            claude.close()
+        seen["message"] = plain.choices[0].message.to_dict()
+        return {
+            "plain_call": plain.choices[0].message.tool_calls[0].function.arguments,
+            "streamed_call": final.choices[0].message.tool_calls[0].function.arguments,
+            "responses_parsed": parsed.output_parsed.model_dump() if parsed.output_parsed else None,
+            "claude_parsed": message.parsed_output.model_dump() if message.parsed_output else None,
+        }
+
+    recorded = shapes(oa.url, an.url)
+    recorded_message = seen["message"]
+    assert json.loads(recorded["plain_call"]) == order == recorded["claude_parsed"]
+    trace = chronicle.load_trace(recorder.path, "latest")
+    with chronicle.replay(trace, strict=True) as run:
+        assert run.rerun() == recorded
+    assert seen["message"] == recorded_message, "to_dict() leaves out the same unset fields"
+    assert run.report.ok, run.report
