@@ -143,10 +143,14 @@ class ChronicleExporter(SpanExporter):
             warn_once("exporter-shutdown", "chronicle_otel: ChronicleExporter.export() called after shutdown; ignored")
             return SpanExportResult.FAILURE
         written = False
-        with handle_internal_errors("writing spans to %s", self.store.path):
-            with self._lock:
+        with handle_internal_errors("writing spans to %s", self.store.path), self._lock:
+            try:
                 self._write(spans)
-            written = True
+            except Exception as exc:
+                if not self.store.report_write_failure(exc):  # disk full, read-only, ...: named once per cause
+                    raise
+            else:
+                written = True
         if self.forward_to is None:
             return SpanExportResult.SUCCESS if written else SpanExportResult.FAILURE
         forwarded = False

@@ -4,21 +4,42 @@ Writes are crash safe: span lines are appended (and fsync-ed when ``durable``) b
 transaction that indexes them commits, so an index row never points at a torn line; a crash leaves
 at most unindexed bytes at the end of a segment. SQLite runs in WAL mode, so several processes can
 record into one store. Lookup by trace id reads only that trace's lines.
+
+One batch is written in this order: ``BEGIN IMMEDIATE`` (the index's write lock, waited for up to 30 s; an
+index that cannot be written fails here, before any line is appended), append the lines to this process's
+segment and fsync them, index them, ``COMMIT``. When a step fails the batch is lost and the store stays as it
+was: the transaction is rolled back, the lines of the batch are cut off the segment again (a segment left empty
+is removed), and the next batch writes to the same segment. The one exception is a ``COMMIT`` that failed in
+a way that may still have committed (an I/O error other than a failed write, such as a failed fsync): its lines
+stay in the segment, whole, whether the index ends up pointing at them or not.
+
+Failures are counted on the store (:attr:`LocalStore.failed_batches`, :attr:`LocalStore.failed_spans`); the
+exporter reports them through :meth:`LocalStore.report_write_failure`, once per cause, naming it ("disk full",
+"store is read-only" or the error itself) and the store path, and once more, with the counts, when writing
+works again.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
+import logging
 import os
 import sqlite3
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from .._internal.digest import payload_digest
-from .reader import MANIFEST, STORE_FORMAT, StoreReader
+from .._internal.errors import logger
+from .reader import INDEX, MANIFEST, STORE_FORMAT, StoreReader
+
+try:
+    import resource
+except ImportError:  # pragma: no cover - Windows has no resource module
+    resource = None  # type: ignore[assignment]
 
 _SEGMENT_MAX_BYTES = 64 * 1024 * 1024
 
@@ -101,6 +122,10 @@ class LocalStore(StoreReader):
             survives a power loss; ``False`` trades that for speed (a process crash still loses nothing
             that was written).
 
+    Attributes:
+        failed_batches: calls of :meth:`write_batch` (export batches) that failed; their spans are not stored.
+        failed_spans: spans in those batches.
+
     Example::
 
         store = LocalStore(".chronicle")
@@ -112,10 +137,15 @@ class LocalStore(StoreReader):
     def __init__(self, path: str | os.PathLike[str] | None = None, *, durable: bool = True) -> None:
         super().__init__(path)
         self.durable = durable
-        self._segment: Any = None
+        self.failed_batches = 0
+        self.failed_spans = 0
+        self._fd: int | None = None  # the open segment, unbuffered: a failed write leaves nothing pending
         self._segment_rel = ""
         self._segment_size = 0
         self._segment_pid = 0
+        self._warned: set[str] = set()  # causes of failures reported at WARNING level
+        self._recoveries = 0
+        self._unreported: tuple[int, int, str] | None = None  # batches, spans, cause: failed since the last success
 
     # ------------------------------------------------------------------------------------ setup
 
@@ -130,77 +160,180 @@ class LocalStore(StoreReader):
         db.execute(f"PRAGMA synchronous={'FULL' if self.durable else 'NORMAL'}")
         db.executescript(_SCHEMA)
 
-    def _before_read(self) -> None:
-        if self._segment is not None:
-            self._segment.flush()
-
-    def _drop_segment(self) -> None:
-        if self._segment is not None:
-            with contextlib.suppress(OSError):
-                self._segment.close()
-            self._segment = None
-
-    def _open_segment(self) -> None:
+    def _segment(self) -> int:
+        """This process's open segment, opened (and created) now if needed."""
         pid = os.getpid()
-        if self._segment is not None and self._segment_pid == pid and self._segment_size < _SEGMENT_MAX_BYTES:
-            return
-        self._drop_segment()
+        if self._fd is not None and self._segment_pid == pid and self._segment_size < _SEGMENT_MAX_BYTES:
+            return self._fd
+        self._close_segment()
         day = time.strftime("%Y-%m-%d", time.gmtime())
         name = f"{time.strftime('%H%M%S', time.gmtime())}-{pid}-{os.urandom(4).hex()}.jsonl"
         rel = f"spans/{day}/{name}"
         full = self.path / rel
         full.parent.mkdir(parents=True, exist_ok=True)
-        self._segment = open(full, "ab")  # noqa: SIM115 - kept open across batches
+        self._fd = os.open(full, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _O_BINARY | _O_CLOEXEC, 0o666)
         self._segment_rel = rel
         self._segment_size = 0
         self._segment_pid = pid
+        return self._fd
+
+    def _close_segment(self, *, remove: bool = False) -> None:
+        """Close the open segment (a forked child only closes its copy); ``remove`` also deletes the file."""
+        fd = self._fd
+        if fd is None:
+            return
+        self._fd = None
+        with contextlib.suppress(OSError):
+            os.close(fd)
+        if remove and self._segment_pid == os.getpid():
+            with contextlib.suppress(OSError):
+                os.unlink(self.path / self._segment_rel)
+
+    def _cut_segment(self, size: int) -> None:
+        """Cut the open segment back to ``size`` bytes: what a failed batch appended goes away."""
+        if self._fd is None:
+            return
+        if size == 0:  # nothing else was ever written to it: no empty segment stays behind
+            self._close_segment(remove=True)
+            return
+        try:
+            os.ftruncate(self._fd, size)
+        except OSError:
+            self._close_segment()  # the next batch starts a new segment; what is left here is never indexed
+        else:
+            self._segment_size = size
 
     # ------------------------------------------------------------------------------------ writes
 
     def write_batch(self, records: Iterable[TraceRecord], payloads: Iterable[tuple[str, bytes]] = ()) -> None:
-        """Append span lines and payloads, then index them in one transaction.
+        """Append span lines and payloads, then index them in one transaction; all of it or nothing.
 
         Raises:
-            OSError, sqlite3.Error: the exporter catches and reports them.
+            OSError, sqlite3.Error: the batch was not stored (counted in :attr:`failed_batches`); the exporter
+                reports it with :meth:`report_write_failure`.
         """
         records = list(records)
+        payloads = list(payloads)
+        if not records and not payloads:
+            return
         with self._lock:
-            db = self._connect(create=True)
-            assert db is not None
+            try:
+                self._write(records, payloads)
+            except Exception as exc:
+                spans = sum(rec.span_count for rec in records)
+                self.failed_batches += 1
+                self.failed_spans += spans
+                batches, lost, _ = self._unreported or (0, 0, "")
+                self._unreported = (batches + 1, lost + spans, _cause(exc, self.path)[1])
+                raise
+            if self._unreported is not None and self._warned:
+                self._report_recovery()
+            self._unreported = None
+
+    def _write(self, records: list[TraceRecord], payloads: list[tuple[str, bytes]]) -> None:
+        db = self._connect(create=True)
+        assert db is not None
+        db.execute("BEGIN IMMEDIATE")  # an index that cannot be written fails here, before any line is appended
+        appended_at: int | None = None
+        committing = False
+        try:
             rows = []
             if records:
-                self._open_segment()
-                seg = self._segment
-                # The real end of file, not tell(): bytes a failed write left behind are skipped, never indexed.
-                offset = os.fstat(seg.fileno()).st_size
+                fd = self._segment()
+                # The real end of file: bytes a crash left behind are skipped, never indexed.
+                offset = appended_at = os.fstat(fd).st_size
                 chunks = []
                 for rec in records:
                     rows.append((rec.trace_id, self._segment_rel, offset, len(rec.line)))
                     chunks.append(rec.line)
                     chunks.append(b"\n")
                     offset += len(rec.line) + 1
-                try:
-                    seg.write(b"".join(chunks))
-                    seg.flush()
-                    if self.durable:
-                        os.fsync(seg.fileno())
-                except BaseException:
-                    self._drop_segment()  # the next batch starts a clean segment
-                    raise
+                _write_all(fd, b"".join(chunks))
+                if self.durable:
+                    os.fsync(fd)
                 self._segment_size = offset
             now = time.time_ns()
-            db.execute("BEGIN IMMEDIATE")
+            db.executemany("INSERT INTO span_lines(trace_id, segment, offset, length) VALUES (?,?,?,?)", rows)
+            db.executemany(_UPSERT_TRACE, [self._trace_row(rec, now) for rec in records])
+            db.executemany(
+                "INSERT OR IGNORE INTO payloads(hash, size, data) VALUES (?,?,?)",
+                [(h, len(data), data) for h, data in payloads],
+            )
+            committing = True
+            db.execute("COMMIT")
+        except BaseException as exc:
+            self._abort(db, exc, appended_at, committing)
+            raise
+
+    def _abort(self, db: sqlite3.Connection, exc: BaseException, appended_at: int | None, committing: bool) -> None:
+        """Undo a failed batch without hiding why it failed (SQLite may have rolled back already)."""
+        if db.in_transaction:
             try:
-                db.executemany("INSERT INTO span_lines(trace_id, segment, offset, length) VALUES (?,?,?,?)", rows)
-                db.executemany(_UPSERT_TRACE, [self._trace_row(rec, now) for rec in records])
-                db.executemany(
-                    "INSERT OR IGNORE INTO payloads(hash, size, data) VALUES (?,?,?)",
-                    [(h, len(data), data) for h, data in payloads],
-                )
-                db.execute("COMMIT")
-            except BaseException:
                 db.execute("ROLLBACK")
-                raise
+            except sqlite3.Error:
+                # A connection stuck in a transaction would fail every later batch: closing it rolls back.
+                with contextlib.suppress(sqlite3.Error):
+                    db.close()
+                self._db = None
+        if appended_at is not None and (not committing or _not_committed(exc)):
+            self._cut_segment(appended_at)
+
+    # ------------------------------------------------------------------------------------ failures
+
+    def report_write_failure(self, exc: BaseException) -> bool:
+        """Log a failure of :meth:`write_batch`: a warning the first time per cause, DEBUG with counts after.
+
+        The cause is named: ``disk full (...)``, ``store is read-only (...)``, or the error itself, with the store
+        path. When writing works again, one more message says how many batches and spans were lost meanwhile.
+
+        Args:
+            exc: what :meth:`write_batch` raised.
+
+        Returns:
+            True when ``exc`` is a failure of the store's files or index (reported); False for anything else,
+            which the caller handles as a bug.
+        """
+        if not _is_store_fault(exc):
+            return False
+        key, cause = _cause(exc, self.path)
+        with self._lock:
+            first = key not in self._warned
+            self._warned.add(key)
+            batches, spans = self.failed_batches, self.failed_spans
+        if first:
+            detail = "" if key.startswith("other:") else f" ({type(exc).__name__}: {exc})"
+            logger.warning(
+                "chronicle_otel: cannot write spans to the store %s: %s%s; the spans of this export are lost, "
+                "your code still runs. Later failures of this kind are logged at DEBUG level and counted in "
+                "LocalStore.failed_batches and failed_spans.",
+                self.path,
+                cause,
+                detail,
+                exc_info=exc if key.startswith("other:") else None,
+            )
+        else:
+            logger.debug(
+                "chronicle_otel: cannot write spans to the store %s: %s (%d export(s) with %d span(s) lost so far)",
+                self.path,
+                cause,
+                batches,
+                spans,
+            )
+        return True
+
+    def _report_recovery(self) -> None:
+        assert self._unreported is not None
+        batches, spans, cause = self._unreported
+        self._recoveries += 1
+        logger.log(
+            logging.WARNING if self._recoveries == 1 else logging.INFO,
+            "chronicle_otel: writing spans to the store %s works again; %d export(s) with %d span(s) failed "
+            "before (%s) and are lost.",
+            self.path,
+            batches,
+            spans,
+            cause,
+        )
 
     @staticmethod
     def _trace_row(rec: TraceRecord, now: int) -> tuple[Any, ...]:
@@ -246,16 +379,121 @@ class LocalStore(StoreReader):
             self.write_batch([], items)
 
     def flush(self) -> None:
-        """Flush and fsync the open segment."""
+        """Fsync the open segment (each batch is already written to it)."""
         with self._lock:
-            if self._segment is not None:
-                self._segment.flush()
-                os.fsync(self._segment.fileno())
+            if self._fd is not None and self._segment_pid == os.getpid():
+                os.fsync(self._fd)
 
     def close(self) -> None:
         """Close files; the store can be reopened by the next call."""
         with self._lock:
-            self._drop_segment()
+            self._close_segment()
             super().close()
 
     # ------------------------------------------------------------------------------------ reads
+
+
+_O_BINARY: Final[int] = getattr(os, "O_BINARY", 0)
+_O_CLOEXEC: Final[int] = getattr(os, "O_CLOEXEC", 0)
+
+DISK_FULL: Final = "disk full (ENOSPC / SQLITE_FULL / EFBIG file size limit)"
+READ_ONLY: Final = "store is read-only (EACCES/EROFS/SQLITE_READONLY)"
+
+_FULL_ERRNOS: Final = frozenset({errno.ENOSPC, errno.EFBIG, getattr(errno, "EDQUOT", errno.ENOSPC)})
+_READ_ONLY_ERRNOS: Final = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})
+_SQLITE_BUSY: Final = 5
+_SQLITE_LOCKED: Final = 6
+_SQLITE_NOMEM: Final = 7
+_SQLITE_READONLY: Final = 8
+_SQLITE_IOERR: Final = 10
+_SQLITE_FULL: Final = 13
+_SQLITE_IOERR_WRITE: Final = 3 << 8 | _SQLITE_IOERR
+_NOT_STORE_FAULTS: Final = (sqlite3.ProgrammingError, sqlite3.IntegrityError, sqlite3.DataError)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _sqlite_code(exc: sqlite3.Error) -> int | None:
+    """The SQLite result code of ``exc`` (extended when known), from Python 3.11; None before."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code if isinstance(code, int) else None
+
+
+def _not_committed(exc: BaseException) -> bool:
+    """True when a failed ``COMMIT`` surely did not commit (an I/O error of a sync may have, on recovery)."""
+    if not isinstance(exc, sqlite3.Error):
+        return False
+    code = _sqlite_code(exc)
+    if code is None:  # Python 3.10: only the message tells
+        text = str(exc)
+        return any(m in text for m in ("disk is full", "readonly database", "database is locked", "out of memory"))
+    return code & 0xFF in (_SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_NOMEM, _SQLITE_READONLY, _SQLITE_FULL) or (
+        code == _SQLITE_IOERR_WRITE
+    )
+
+
+def _is_store_fault(exc: BaseException) -> bool:
+    """A failure of the store's files or index (not a bug in the code writing to it)."""
+    if isinstance(exc, OSError):
+        return True
+    return isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, _NOT_STORE_FAULTS)
+
+
+def _cause(exc: BaseException, path: os.PathLike[str]) -> tuple[str, str]:
+    """The cause of a failed write, as (key, text for a message): disk full, read-only, or the error itself."""
+    seen: list[BaseException] = []
+    link: BaseException | None = exc
+    while link is not None and len(seen) < 4:  # a StoreError raised "from None" still carries its context
+        seen.append(link)
+        link = link.__cause__ or link.__context__
+    io_error = False
+    for err in seen:
+        if isinstance(err, OSError) and err.errno in _FULL_ERRNOS:
+            return "full", DISK_FULL
+        if isinstance(err, OSError) and err.errno in _READ_ONLY_ERRNOS:
+            return "read-only", READ_ONLY
+        if isinstance(err, sqlite3.Error):
+            code = _sqlite_code(err)
+            text = str(err)
+            if (code is not None and code & 0xFF == _SQLITE_FULL) or "disk is full" in text:
+                return "full", DISK_FULL
+            if (code is not None and code & 0xFF == _SQLITE_READONLY) or "readonly database" in text:
+                return "read-only", READ_ONLY
+            io_error = io_error or (code is not None and code & 0xFF == _SQLITE_IOERR) or "disk I/O error" in text
+    if io_error and _out_of_room(path):  # SQLite reports a write past RLIMIT_FSIZE as a plain I/O error
+        return "full", DISK_FULL
+    if not _writable(path):
+        return "read-only", READ_ONLY
+    code = getattr(exc, "errno", None) or (_sqlite_code(exc) if isinstance(exc, sqlite3.Error) else None)
+    return f"other:{type(exc).__name__}:{code}", f"{type(exc).__name__}: {exc}"
+
+
+def _out_of_room(path: os.PathLike[str]) -> bool:
+    """True when the file system under ``path`` is full or the index files reach the file size limit."""
+    with contextlib.suppress(OSError, AttributeError):
+        if os.statvfs(path).f_bavail == 0:
+            return True
+    if resource is None:
+        return False
+    with contextlib.suppress(OSError, ValueError):
+        limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+        if limit != resource.RLIM_INFINITY:
+            sizes = [0]
+            for name in (INDEX, INDEX + "-wal", INDEX + "-journal"):
+                with contextlib.suppress(OSError):
+                    sizes.append(os.stat(os.path.join(path, name)).st_size)
+            return max(sizes) + 65536 >= limit  # a WAL frame or page more would not fit
+    return False
+
+
+def _writable(path: os.PathLike[str]) -> bool:
+    """False when the store directory or its index exists but this process may not write it."""
+    for target in (path, os.path.join(path, INDEX)):
+        with contextlib.suppress(OSError):
+            if os.path.exists(target) and not os.access(target, os.W_OK):
+                return False
+    return True
