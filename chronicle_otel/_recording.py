@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextvars import Token
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from opentelemetry import context as context_api
 from opentelemetry import trace as trace_api
@@ -32,14 +32,13 @@ from ._internal.hooks import ReplayExtra
 from ._internal.session_attrs import SESSION_ATTRIBUTES, AttributeValue
 from ._internal.streams import AsyncStreamDriver, StreamDriver, StreamState
 from ._payloads import Pending, add_exception_event, error_payload, exception_message, put_payload
-from .adapters import StreamRecorder
+from .adapters import RecordingProxy, StreamAdapter, StreamRecorder
 from .codec import encode
 from .config import ChronicleConfig, get_config
 from .redact import error_secrets, scrub_text
 
 if TYPE_CHECKING:
     from ._spec import Spec
-    from .adapters import StreamAdapter
 
 _SUPPRESS_KEY: str = getattr(context_api, "_SUPPRESS_INSTRUMENTATION_KEY", "suppress_instrumentation")
 
@@ -251,6 +250,11 @@ def _scrubbed(attributes: Any, config: ChronicleConfig) -> dict[str, Any]:
     return out
 
 
+_PASSED_ON: Final = StreamAdapter(is_stream=lambda value: isinstance(value, RecordingProxy))
+"""For a boundary that returns a stream another boundary is recording (a function returning ``create(stream=True)``):
+recorded as a stream too, as the consumer reads it; replayed as a :class:`~chronicle_otel.adapters.ReplayedStream`."""
+
+
 def _adapt(spec: Spec, adapter: StreamAdapter, call: Call, result: Any) -> Any:
     """``result`` as the caller receives it: a stream wrapped to be recorded as it is read (the span ends with the
     stream), anything else recorded as the return value."""
@@ -297,6 +301,8 @@ def run_sync(
     adapter = spec.stream_adapter
     if adapter is not None:
         return _adapt(spec, adapter, call, result)
+    if isinstance(result, RecordingProxy):
+        return _adapt(spec, _PASSED_ON, call, result)
     call.succeed(result)
     return result
 
@@ -324,6 +330,8 @@ async def run_async(
     adapter = spec.stream_adapter
     if adapter is not None:
         return _adapt(spec, adapter, call, result)
+    if isinstance(result, RecordingProxy):
+        return _adapt(spec, _PASSED_ON, call, result)
     call.succeed(result)
     return result
 

@@ -168,7 +168,10 @@ class StreamAdapter:
 
     def wrap(self, stream: Any, recorder: StreamRecorder) -> Any:
         """The object the caller receives instead of ``stream``."""
-        return (self.record or record_stream)(stream, recorder)
+        wrapped = (self.record or record_stream)(stream, recorder)
+        if isinstance(wrapped, RecordingProxy):
+            wrapped._self_adapter = self  # a boundary that returns it on records it as a stream too
+        return wrapped
 
     def stand_in(self, replayed: StreamReplay) -> Any:
         """The object a stubbed call returns."""
@@ -201,6 +204,7 @@ class RecordingProxy(_Proxy):
         super().__init__(wrapped)
         self._self_recorder = recorder
         self._self_iterator: Any = None
+        self._self_adapter: StreamAdapter | None = None
 
     def __del__(self) -> None:
         recorder = getattr(self, "_self_recorder", None)

@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 from .._internal.hooks import Shape
+from ..adapters import StreamAdapter, StreamReplay
 from ..errors import ReplayDivergence
 from ..model import Boundary
 
@@ -17,8 +18,8 @@ def stub_body(shape: Shape, rec: Boundary, allow: tuple[str, ...], stream_adapte
     A method whose recorded call returned a stream object answers with the object its ``stream_adapter`` builds
     from the recorded items (and error).
     """
-    if stream_adapter is not None and rec.stream and shape in ("sync", "async"):
-        return _stream_stand_in(shape, rec, allow, stream_adapter)
+    if rec.stream and shape in ("sync", "async"):  # a function that returned a stream object
+        return _stream_stand_in(shape, rec, allow, stream_adapter or _GENERIC)
 
     def result() -> Any:
         if rec.failed and not rec.stream:
@@ -64,8 +65,6 @@ def stub_body(shape: Shape, rec: Boundary, allow: tuple[str, ...], stream_adapte
 
 
 def _stream_stand_in(shape: Shape, rec: Boundary, allow: tuple[str, ...], adapter: Any) -> Callable[..., Any]:
-    from ..adapters import StreamReplay
-
     def build(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         value = rec.decode_output(allow)
         items = list(value) if isinstance(value, (list, tuple)) else []
@@ -85,6 +84,10 @@ def _stream_stand_in(shape: Shape, rec: Boundary, allow: tuple[str, ...], adapte
         return build(args, kwargs)
 
     return body
+
+
+_GENERIC = StreamAdapter(is_stream=lambda value: False)
+"""The stand-in of a stream object a boundary returned with no adapter of its own: a ``ReplayedStream``."""
 
 
 def _past_the_recording(rec: Boundary, count: int) -> None:

@@ -487,3 +487,34 @@ def test_replayed_models_keep_which_fields_were_set_aliases_and_generic_paramete
         assert run.rerun() == recorded
     assert seen["message"] == recorded_message, "to_dict() leaves out the same unset fields"
     assert run.report.ok, run.report
+
+
+@chronicle.boundary(kind="llm", name="sdk_agent.stream_plan")
+def _stream_plan(client: openai.OpenAI, request: str) -> Any:
+    """An application's own llm boundary that hands the SDK stream on."""
+    return client.chat.completions.create(model="m", messages=[{"role": "user", "content": request}], stream=True)
+
+
+def test_a_boundary_that_returns_the_sdk_stream_records_and_replays_it_as_a_stream(
+    recorder: Recorder, servers: tuple[LLMServer, LLMServer], instrumented: None
+) -> None:
+    oa, _ = servers
+    oa.reply_with(Reply("Sell 5 shares."))
+
+    @chronicle.boundary(kind="agent", name="sdk_agent.streams_on")
+    def streams_on(url: str) -> str:
+        client = openai.OpenAI(base_url=f"{url}/v1", api_key="k", max_retries=0)
+        try:
+            return "".join(c.choices[0].delta.content or "" for c in _stream_plan(client, "sell") if c.choices)
+        finally:
+            client.close()
+
+    assert streams_on(oa.url) == "Sell 5 shares."
+    trace = chronicle.load_trace(recorder.path, "latest")
+    outer = trace.find("sdk_agent.stream_plan")[0]
+    assert outer.stream and outer.stream_state == "complete"
+    assert outer.raw_output is not None and " at 0x" not in outer.raw_output.text
+    count = oa.count()
+    with chronicle.replay(trace) as run:
+        assert run.rerun() == "Sell 5 shares."
+    assert oa.count() == count and run.report.ok, run.report
