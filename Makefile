@@ -80,6 +80,12 @@ bench: install $(SEAWEEDFS_VENV)/.installed
 	$(BIN)/python benchmarks/overhead.py
 	CHRONICLE_TEST_WEED=$(WEED_BIN) $(BIN)/python benchmarks/payload_store.py
 
+# A million boundary spans into a fresh local store, from 1 and 2 threads, under on_full="block" and "drop", plus a
+# paced run at a stated rate: spans/s, drops, resident memory, exit time (SOAK_ARGS="--spans 200000" for a short run).
+.PHONY: soak
+soak: install
+	$(BIN)/python benchmarks/soak.py $(SOAK_ARGS)
+
 # S3 clients compared against a local SeaweedFS, each installed at a pinned version in one virtualenv.
 S3BENCH_VENV := .venv-s3bench
 S3BENCH_CLIENTS := obstore==0.12.1 boto3==1.43.117 s3fs==2026.9.0 minio==7.2.20

@@ -102,7 +102,8 @@ class StoreOptions:
     ``kill -9`` can lose. Default: ``$CHRONICLE_STORE_MAX_DELAY``, else 0.5."""
     on_full: Literal["block", "drop"] | None = None
     """When ``max_queue_size`` spans wait: ``block`` (wait up to 1 s for room, then drop) or ``drop``; every drop is
-    counted (:meth:`ChronicleConfig.stats`). Also applies to the OTLP exporter chronicle adds. Default:
+    counted (:meth:`ChronicleConfig.stats`). The OTLP exporter chronicle adds always drops: a slow or dead collector
+    never holds the application up. Default:
     ``$CHRONICLE_QUEUE_ON_FULL``, else ``block``."""
 
 
@@ -619,7 +620,6 @@ def configure(
                 payloads=payload_settings,
                 otlp=want_otlp,
                 exit_timeout=exit_seconds,
-                on_full=p.resolve(p.QUEUE_ON_FULL),
             )
             limit = pipeline.sdk_attribute_limit()
             if limit is not None and limit < settings.max_attribute_length:

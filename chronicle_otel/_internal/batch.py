@@ -119,6 +119,7 @@ class BatchProcessor(SpanProcessor):
         self._in_flight = 0
         self._stopping = False
         self._closed = False
+        self._abandoned = False
         self._init_thread()
         _register_fork(self)
 
@@ -209,9 +210,13 @@ class BatchProcessor(SpanProcessor):
             self._in_flight = 0
 
     def _export(self, batch: Sequence[ReadableSpan]) -> None:
+        if self._abandoned:  # shutdown gave up on this exporter: these spans are counted as undelivered
+            return
         result = SpanExportResult.FAILURE
         with handle_internal_errors(f"exporting spans to the {self.name}", external=True):
             result = self.exporter.export(batch)
+        if self._abandoned:
+            return
         if result is SpanExportResult.SUCCESS:
             self._exported += len(batch)
         else:
@@ -244,6 +249,7 @@ class BatchProcessor(SpanProcessor):
             self._worker.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
         if self._worker.is_alive():  # the exporter is stuck (a dead endpoint): leave it to the daemon thread
             self._undelivered = len(self._queue) + self._in_flight
+            self._abandoned = True
             _log.warning(
                 "chronicle_otel: %s export did not finish within %.1fs at shutdown: %d spans not delivered",
                 self.name,
@@ -265,7 +271,7 @@ class BatchProcessor(SpanProcessor):
 
     def stats(self) -> BatchStats:
         """The counters now."""
-        queued = len(self._queue) + self._in_flight
+        queued = 0 if self._abandoned else len(self._queue) + self._in_flight
         return BatchStats(
             name=self.name,
             accepted=self._exported + self._failed + queued + self._undelivered,

@@ -111,7 +111,6 @@ class Pipeline:
         payloads: tuple[Any, PayloadSettings] | None = None,
         environ: Mapping[str, str] | None = None,
         exit_timeout: float = 5.0,
-        on_full: str = "block",
     ) -> Pipeline:
         """Create the resources of a configuration that records; nothing is attached yet (see :meth:`start`).
 
@@ -125,7 +124,6 @@ class Pipeline:
             otlp: add an OTLP exporter when chronicle owns the provider.
             environ: the environment the OTLP protocol is read from (default: ``os.environ``).
             exit_timeout: seconds the OTLP export may take at shutdown (the store is always written in full).
-            on_full: what a full export queue does (``block`` or ``drop``) when there is no store to say it.
 
         Raises:
             ConfigError: the OTLP protocol variable is invalid, or the object store cannot be set up.
@@ -171,7 +169,7 @@ class Pipeline:
                     max_queue_size=store.max_queue_size if store is not None else 16_384,
                     max_batch=512,
                     max_delay=_OTLP_MAX_DELAY,
-                    on_full=store.on_full if store is not None else ("drop" if on_full == "drop" else "block"),
+                    on_full="drop",  # a slow or dead collector never holds the application up
                     shutdown_timeout=exit_timeout,
                 )
             )

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TextIO
 
 from ..environment_variables import CHRONICLE_PAYLOADS
-from ..errors import ChronicleError, TraceNotFoundError
+from ..errors import ChronicleError, ConfigError, TraceNotFoundError
 from ..load import load_trace
 from ..model import Boundary, Trace, format_key
 from ..store.payloads import PayloadSource, open_payload_store
@@ -80,6 +80,27 @@ def _parser() -> argparse.ArgumentParser:
             p.add_argument("--stub", action="append", help="stub selector (repeatable; default kind:llm)")
             p.add_argument("--live", action="append", default=[], help="live selector (repeatable)")
             p.add_argument("--expect", action="append", default=[], help="an assertion on `result` (repeatable)")
+
+    p = sub.add_parser(
+        "gc",
+        help="apply a retention policy to the store: keep every failure, sample the successes, cap age and size",
+    )
+    p.add_argument("--store", help="store directory (default $CHRONICLE_HOME or ./.chronicle)")
+    p.add_argument(
+        "--keep-failed",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="keep every failed trace younger than --max-age (default); --no-keep-failed samples them too",
+    )
+    p.add_argument("--success-rate", type=float, default=1.0, metavar="RATE", help="fraction of successes kept, 0-1")
+    p.add_argument("--max-age", metavar="DURATION", help="remove traces older than this: 30d, 12h, 2w, seconds")
+    p.add_argument("--max-size", metavar="SIZE", help="cap the data at this size, oldest successes first: 2GB, 500MiB")
+    p.add_argument("--min-keep-failed-age", metavar="DURATION", help="never remove failures younger than this for size")
+    p.add_argument("--grace", default="10m", metavar="DURATION", help="leave what was written this recently (10m)")
+    p.add_argument("--keep-payloads", action="store_true", help="keep payloads no trace refers to")
+    p.add_argument("--vacuum", action="store_true", help="then shrink the index file (writers wait meanwhile)")
+    p.add_argument("--dry-run", action="store_true", help="change nothing; report what would be removed")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
     return parser
 
 
@@ -120,6 +141,8 @@ def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
             return _list(args, out)
         if args.command == "pull":
             return _pull(args, out)
+        if args.command == "gc":
+            return _gc(args, out)
         trace = _load(args)
         if args.command == "show":
             return _show(trace, out)
@@ -213,6 +236,43 @@ def _duration(text: str) -> float:
     if seconds > 7 * 86400:
         raise argparse.ArgumentTypeError(f"{text!r} is more than a week")
     return seconds
+
+
+_GC_FLAGS = {
+    "keep_failed": "--keep-failed",
+    "success_rate": "--success-rate",
+    "max_age": "--max-age",
+    "max_bytes": "--max-size",
+    "min_keep_failed_age": "--min-keep-failed-age",
+    "grace": "--grace",
+}
+
+
+def _gc(args: argparse.Namespace, out: TextIO) -> int:
+    from ..store import RetentionPolicy, apply_retention
+
+    try:
+        policy = RetentionPolicy(
+            keep_failed=args.keep_failed,
+            success_rate=args.success_rate,
+            max_age=args.max_age,
+            max_bytes=args.max_size,
+            min_keep_failed_age=args.min_keep_failed_age,
+        )
+        report = apply_retention(
+            args.store or default_store_path(),
+            policy,
+            dry_run=args.dry_run,
+            grace=args.grace,
+            remove_payloads=not args.keep_payloads,
+            vacuum=args.vacuum,
+        )
+    except ConfigError as err:
+        raise ConfigError(_GC_FLAGS.get(err.name, err.name), err.value, err.expected) from None
+    print(json.dumps(report.to_dict()) if args.json else report.summary(), file=out)
+    for warning in report.warnings:
+        print(f"warning: {_clean(warning)}", file=sys.stderr)
+    return 0
 
 
 def _pull(args: argparse.Namespace, out: TextIO) -> int:

@@ -24,6 +24,8 @@ API:
     :class:`ObjectPayloadStore` — payloads in object storage over the S3 API (``pip install 'chronicle-otel[s3]'``).
     :func:`open_payload_store` — the payload store a setting names (``s3://bucket/prefix`` or a store directory).
     :class:`TraceSummary` — one row of :meth:`LocalStore.list_traces`.
+    :func:`apply_retention` — keep every failure, sample the successes, cap age and size (:class:`RetentionPolicy`,
+    :class:`RetentionReport`; ``chronicle gc``).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from .reader import MANIFEST, STORE_FORMAT, StoreReader, TraceSummary, default_s
 if TYPE_CHECKING:
     from ._local import LocalStore, TraceRecord
     from ._object import ObjectPayloadStore, PutReport
+    from ._retention import RetentionPolicy, RetentionReport, apply_retention
 
 __all__ = [
     "MANIFEST",
@@ -47,9 +50,12 @@ __all__ = [
     "PayloadSource",
     "PayloadStore",
     "PutReport",
+    "RetentionPolicy",
+    "RetentionReport",
     "StoreReader",
     "TraceRecord",
     "TraceSummary",
+    "apply_retention",
     "default_store_path",
     "is_store",
     "open_payload_store",
@@ -64,6 +70,8 @@ def __getattr__(name: str) -> Any:
         module = importlib.import_module("._local", __name__)
     elif name in ("ObjectPayloadStore", "PutReport"):
         module = importlib.import_module("._object", __name__)
+    elif name in ("RetentionPolicy", "RetentionReport", "apply_retention"):
+        module = importlib.import_module("._retention", __name__)
     if module is not None:
         value = getattr(module, name)
         globals()[name] = value

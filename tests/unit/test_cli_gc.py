@@ -1,0 +1,125 @@
+from __future__ import annotations
+
+import io
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from chronicle_otel.cli import main
+from chronicle_otel.store import LocalStore, RetentionPolicy
+from tests.unit.store.test_retention import DAY, payload, put, snapshot, stored, tid, trace_ids
+
+
+def run(*args: str) -> tuple[int, str]:
+    out = io.StringIO()
+    code = main(list(args), out=out)
+    return code, out.getvalue()
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Path:
+    """A store of two failed traces, two sampled successes and two unsampled ones (at rate 0.5), with payloads."""
+    path = tmp_path / "store"
+    writer = LocalStore(path, durable=False)
+    start = time.time_ns() - DAY  # the runs started a day ago
+    for n in range(2):
+        put(writer, tid(n, sampled=False), start_ns=start, status="ERROR", errors=1)
+        put(writer, tid(10 + n, sampled=True), start_ns=start, refs=(payload(10 + n),))
+        put(writer, tid(20 + n, sampled=False), start_ns=start, refs=(payload(20 + n),))
+    writer.put_payload(*payload(99))  # no trace refers to it
+    writer.close()
+    return path
+
+
+def test_gc_prints_one_line_and_keeps_failures_and_the_sample(store: Path) -> None:
+    code, out = run("gc", "--store", str(store), "--success-rate", "0.5", "--grace", "0")
+    assert code == 0
+    assert out.count("\n") == 1 and out.startswith("gc: kept 4 traces (2 failed, 0 pending), removed 2 ")
+    assert trace_ids(store) == {tid(0, False), tid(1, False), tid(10, True), tid(11, True)}
+    reader = LocalStore(store)
+    assert reader.has_payload(payload(10)[0]) and not reader.has_payload(payload(20)[0])
+    assert not reader.has_payload(payload(99)[0])
+    reader.close()
+
+
+def test_gc_json_report(store: Path) -> None:
+    code, out = run("gc", "--store", str(store), "--success-rate", "0", "--no-keep-failed", "--grace", "0", "--json")
+    assert code == 0
+    report = json.loads(out)
+    assert report["dry_run"] is False
+    assert (report["traces_removed"], report["failed_removed"], report["traces_kept"]) == (6, 2, 0)
+    assert report["payloads_removed"] == 5 and report["warnings"] == []
+    assert trace_ids(store) == set()
+
+
+def test_gc_dry_run_changes_nothing(store: Path) -> None:
+    before = snapshot(store)
+    code, out = run("gc", "--store", str(store), "--success-rate", "0", "--grace", "0", "--dry-run", "--json")
+    assert code == 0
+    assert json.loads(out)["traces_removed"] == 4 and json.loads(out)["dry_run"] is True
+    assert snapshot(store) == before
+    code, out = run("gc", "--store", str(store), "--success-rate", "0", "--grace", "0", "--dry-run")
+    assert out.startswith("gc (dry run): would keep 2 traces")
+
+
+def test_gc_keep_payloads_age_and_size(store: Path) -> None:
+    code, out = run("gc", "--store", str(store), "--keep-payloads", "--max-age", "1h", "--grace", "0", "--json")
+    assert code == 0
+    report = json.loads(out)
+    assert report["removed_expired"] == 6 and report["payloads_removed"] == 0
+    assert stored(store, payload(99)[0]) == payload(99)[1]
+
+
+def test_gc_size_cap(store: Path) -> None:
+    code, out = run("gc", "--store", str(store), "--max-size", "1kB", "--grace", "0", "--json")
+    assert code == 0
+    report = json.loads(out)
+    assert report["data_bytes_after"] <= 1000 and report["removed_for_size"] > 0
+
+
+def test_gc_defaults_to_a_grace_period(store: Path) -> None:
+    code, out = run("gc", "--store", str(store), "--success-rate", "0", "--json")
+    assert code == 0 and json.loads(out)["traces_pending"] == 6
+    assert len(trace_ids(store)) == 6
+
+
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (["--success-rate", "1.5"], "--success-rate"),
+        (["--max-age", "3 fortnights"], "--max-age"),
+        (["--max-size", "lots"], "--max-size"),
+        (["--min-keep-failed-age", "never"], "--min-keep-failed-age"),
+        (["--grace", "soon"], "--grace"),
+    ],
+)
+def test_gc_bad_values_exit_2_and_name_the_option(
+    store: Path, args: list[str], flag: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = snapshot(store)
+    code, out = run("gc", "--store", str(store), *args)
+    assert code == 2 and out == ""
+    assert f"invalid value for {flag}:" in capsys.readouterr().err
+    assert snapshot(store) == before
+
+
+def test_gc_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        run("gc", "--success-rate", "half")
+    assert exc.value.code == 2
+    assert "--success-rate" in capsys.readouterr().err
+
+
+def test_gc_without_a_store_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _ = run("gc", "--store", str(tmp_path))
+    assert code == 2
+    assert "no store" in capsys.readouterr().err
+
+
+def test_gc_defaults_to_the_chronicle_home(store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CHRONICLE_HOME", str(store))
+    code, out = run("gc", "--success-rate", "0.5", "--grace", "0", "--json")
+    assert code == 0 and json.loads(out)["traces_removed"] == 2
+    assert RetentionPolicy(success_rate=0.5).sampled(tid(10, True))
