@@ -6,6 +6,8 @@ Usage::
     chronicle show TRACE_ID [--store DIR | --file trace.jsonl]
     chronicle gen-test TRACE_ID [--store DIR | --file F] [--out tests/regressions] [--stub kind:llm] [--live NAME]
                                 [--expect "result.status == 'blocked'"] [--name SLUG]
+    chronicle pull TRACE_ID --from SOURCE -o incident.jsonl [--wait 30s] [--allow-incomplete]
+    chronicle gc [--store DIR] [--success-rate 0.1] [--max-age 30d] [--max-size 2GB] [--dry-run]
 
 ``TRACE_ID`` is 32 hex digits, or ``latest`` / ``latest-failed`` for the store.
 """
