@@ -11,7 +11,7 @@ import re
 import sys
 import time
 from pathlib import Path
-from typing import TextIO
+from typing import Final, TextIO
 
 from ..environment_variables import CHRONICLE_PAYLOADS
 from ..errors import ChronicleError, ConfigError, TraceNotFoundError
@@ -531,6 +531,7 @@ def _gen_test(trace: Trace, args: argparse.Namespace, out: TextIO) -> int:
         f'"""\n\n'
         f"from pathlib import Path\n\n"
         f"import pytest\n\n"
+        f"{_integration_lines(trace)}"
         f"ROOT_BOUNDARY = {_literal(root.name)}\n"
         f"TRACE = Path(__file__).parent / {_literal('traces')} / {_literal(trace_file.name)}\n\n"
         f"{_live_comment(live_lines)}\n\n"
@@ -637,6 +638,20 @@ def _live_comment(lines: list[str]) -> str:
     return "".join(f"# {_clean(line)}\n" for line in lines)
 
 
+_INTEGRATIONS: Final = {"openai": "chronicle_openai", "anthropic": "chronicle_anthropic"}
+"""SDK integrations a generated test switches on when the trace has their boundaries (fixed text only)."""
+
+
+def _integration_lines(trace: Trace) -> str:
+    """Imports and ``instrument()`` calls of the SDK integrations whose boundaries the trace holds: without them
+    the SDK calls would not be stubbed, and the replay would call the model."""
+    lines = ""
+    for provider, alias in _INTEGRATIONS.items():
+        if any(b.name.startswith(f"{provider}.") and b.kind == "llm" for b in trace.boundaries):
+            lines += f"from chronicle_otel.integrations import {provider} as {alias}\n\n{alias}.instrument()\n\n"
+    return lines
+
+
 def _check_expression(expr: str) -> None:
     try:
         ast.parse(expr, mode="eval")
@@ -659,7 +674,7 @@ def _check_module(source: str, path: Path) -> None:
     if (
         len(functions) != 1
         or not all(isinstance(node, allowed) for node in tree.body)
-        or imported != {"Path", "pytest"}
+        or not {"Path", "pytest"} <= imported <= {"Path", "pytest", *_INTEGRATIONS}
         or imports_in_body not in ([], [0])
     ):  # pragma: no cover - the template has this shape
         raise ChronicleError("the generated test has an unexpected shape; nothing written")

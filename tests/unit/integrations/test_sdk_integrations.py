@@ -518,3 +518,35 @@ def test_a_boundary_that_returns_the_sdk_stream_records_and_replays_it_as_a_stre
     with chronicle.replay(trace) as run:
         assert run.rerun() == "Sell 5 shares."
     assert oa.count() == count and run.report.ok, run.report
+
+
+def test_a_generated_test_switches_the_integrations_on_and_replays_offline(
+    recorder: Recorder, servers: tuple[LLMServer, LLMServer], instrumented: None, tmp_path: Path
+) -> None:
+    import subprocess
+    import sys
+
+    from chronicle_otel.cli import main
+
+    oa, an = servers
+    _, trace = _record_sync(recorder, oa, an)
+    out = tmp_path / "regressions"
+    code = main(["gen-test", trace.trace_id, "--store", str(recorder.path), "--out", str(out)])
+    assert code == 0
+    test_file = next(out.glob("test_*.py"))
+    source = test_file.read_text()
+    assert "chronicle_openai.instrument()" in source and "chronicle_anthropic.instrument()" in source
+    oa.close()
+    an.close()  # nothing to answer: the replay must not need them
+    repo = Path(__file__).resolve().parents[3]
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", str(test_file), "-q", "-p", "no:cacheprovider", "--rootdir", str(out)],
+        cwd=repo,
+        env={k: v for k, v in os.environ.items() if not k.startswith(("CHRONICLE_", "OTEL_"))}
+        | {"PYTHONPATH": str(repo), "CHRONICLE_HOME": str(tmp_path / "home")},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
