@@ -180,7 +180,11 @@ def test_exit_with_an_unreachable_collector_is_bounded(
     took = time.monotonic() - started
     assert result.returncode == 0, result.stderr
     assert "exiting" in result.stdout
-    assert "spans not delivered" in result.stderr, result.stderr
+    # Either the exporter was still trying at the deadline, or it gave up first (older exporters fail a refused
+    # connection at once): both ways the loss is counted and said.
+    assert "3000 spans not delivered" in result.stderr or "0 exported, 0 dropped (queue full), 3000 failed" in (
+        result.stderr
+    ), result.stderr
     assert _stored_traces(store) == 3000, "the local store gets everything whatever the collector does"
     with capsys.disabled():
         lines = [line for line in result.stderr.splitlines() if "not delivered" in line]
