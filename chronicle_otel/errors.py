@@ -10,11 +10,14 @@ The hierarchy::
     │   ├── TraceNotFoundError(LookupError)
     │   └── LoadLimitError             a trace exceeds a load limit (size, ratio, time)
     └── ReplayError
-        └── ReplayDivergence           a replayed call does not match the recording
+        ├── ReplayDivergence           a replayed call does not match the recording
+        └── NetworkBlockedError        a replay tried to reach a host outside its allow-list (not an OSError)
 
     ChronicleWarning(UserWarning)      misuse found when decorating
 
 Every error also inherits the builtin that callers already catch, so ``except ValueError`` keeps working.
+Replay errors stand alone; :class:`NetworkBlockedError` in particular is no ``OSError``, so that network clients'
+``except OSError`` does not catch it.
 Errors carry their context as attributes and build their message from them.
 """
 
@@ -26,6 +29,7 @@ __all__ = [
     "CodecError",
     "ConfigError",
     "LoadLimitError",
+    "NetworkBlockedError",
     "ReplayDivergence",
     "ReplayError",
     "StoreError",
@@ -134,3 +138,47 @@ class ReplayError(ChronicleError):
 
 class ReplayDivergence(ReplayError):
     """A call made during replay does not match the recording."""
+
+
+class NetworkBlockedError(ReplayError):
+    """A replay tried to resolve or connect to a host outside its allow-list.
+
+    Deliberately not an :class:`OSError`: network clients treat ``OSError`` as a transient failure and retry it,
+    fall back to another host or cache, or turn it into a value, so a refusal raised as one would be hidden or
+    would surface as an unrelated timeout. Clients that wrap every exception (or retry regardless) may still hide
+    it; replay also reports each refusal on its own for that reason.
+
+    Attributes:
+        host: the host name or address that was refused.
+        port: the port or service asked for, or None.
+        operation: ``"lookup"`` (a name or address resolution) or ``"connect"``.
+        boundary: where the attempt happened (``"during boundary run_agent[0] > plan[0] (llm)"``), or ``""``.
+        allowed: the allow-list in force.
+    """
+
+    def __init__(
+        self,
+        host: str,
+        port: int | str | None = None,
+        *,
+        operation: str,
+        boundary: str = "",
+        allowed: tuple[str, ...] = (),
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.operation = operation
+        self.boundary = boundary
+        self.allowed = allowed
+        if operation == "connect":
+            shown = f"[{host}]" if ":" in host else host
+            what = f"the connection to {shown}:{port}" if port is not None else f"the connection to {shown}"
+        else:
+            what = f"the lookup of {host}"
+        where = f" {boundary}" if boundary else ""
+        hosts = ", ".join(allowed) if allowed else "none"
+        super().__init__(
+            f"replay blocked {what}{where}; allowed hosts: {hosts}. To allow it, pass "
+            f"replay(..., allow_hosts=[..., {host!r}]) or replay(..., block_network=False), "
+            "or run pytest with --chronicle-allow-network"
+        )

@@ -15,14 +15,14 @@ API:
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from ._internal import hooks
 from .codec import UnresolvedObject, decode, decode_value
 from .errors import CodecError, ReplayError
 
@@ -115,8 +115,12 @@ class ReplayedError(Exception):
 class Boundary:
     """One recorded boundary call.
 
-    Payload fields (:attr:`input`, :attr:`output`, :attr:`error`) are decoded on first access with the
-    trace's allow-list; typed objects are rebuilt only for registered or allowed classes.
+    Payload fields (:attr:`input`, :attr:`output`, :attr:`error`) are decoded on access. Typed objects are rebuilt
+    only as classes that are registered or allowed. One allow-list for loading and replay: ``allow=`` given to
+    :func:`~chronicle_otel.replay`, else the one given to :func:`~chronicle_otel.load_trace`, else the default:
+    the top-level packages that define boundaries in this process (a value read before its module was imported
+    is decoded again, typed, once it is). Other classes come back as
+    :class:`~chronicle_otel.codec.UnresolvedObject`.
 
     Attributes:
         name: boundary name.
@@ -152,10 +156,18 @@ class Boundary:
     raw_output: Payload | None
     raw_error: Payload | None
     span: SpanRecord = dataclasses.field(repr=False)
-    allow: tuple[str, ...] = dataclasses.field(default=(), repr=False)
+    allow: tuple[str, ...] | None = dataclasses.field(default=None, repr=False)
 
     def __repr__(self) -> str:
         return f"Boundary({self.name!r}, kind={self.kind!r}, key={format_key(self.call_key)}, status={self.status})"
+
+    def _allow(self, allow: Iterable[str] | None) -> tuple[str, ...]:
+        """The allow-list: ``allow``, else ``load_trace(allow=...)``, else the packages defining boundaries now."""
+        if allow is not None:
+            return tuple(allow)
+        if self.allow is not None:
+            return self.allow
+        return hooks.boundary_packages()
 
     def _decode(self, payload: Payload | None, what: str, allow: Iterable[str] | None = None) -> Any:
         if payload is None:
@@ -168,33 +180,48 @@ class Boundary:
                 "load the trace with the store that recorded it (store=...)"
             )
         try:
-            return decode(payload.text, allow=self.allow if allow is None else tuple(allow))
+            return decode(payload.text, allow=self._allow(allow))
         except RecursionError:
             raise CodecError(f"the {what} of boundary {format_key(self.call_key)} nests too deep to decode") from None
 
-    @functools.cached_property
-    def input(self) -> dict[str, Any]:
-        """The recorded arguments ``{param: value}``."""
-        value = self._decode(self.raw_input, "input")
-        return value if isinstance(value, dict) else {}
+    def _cached(self, what: str, decode_it: Callable[[tuple[str, ...]], Any]) -> Any:
+        """The decoded ``what``, cached per allow-list.
 
-    @functools.cached_property
+        A module imported later (a new boundary package) changes the default list: the payload is decoded again.
+        """
+        allow = self._allow(None)
+        cache: dict[tuple[str, tuple[str, ...]], Any] = self.__dict__.setdefault("_decoded", {})
+        key = (what, allow)
+        if key not in cache:
+            cache[key] = decode_it(allow)
+        return cache[key]
+
+    @property
+    def input(self) -> Any:
+        """The recorded arguments ``{param: value}``.
+
+        A mapping for every boundary chronicle records; a payload written by another producer is kept as recorded,
+        whatever its JSON type.
+        """
+        return self._cached("input", self.decode_input)
+
+    @property
     def output(self) -> Any:
         """The recorded return value (for a stream: the list of yielded items); None when the call raised."""
-        return self._decode(self.raw_output, "output")
+        return self._cached("output", self.decode_output)
 
-    @functools.cached_property
+    @property
     def error(self) -> BaseException | None:
         """The recorded exception, rebuilt when its class is allowed, else a :class:`ReplayedError`."""
-        return self.decode_error()
+        error: BaseException | None = self._cached("error", self.decode_error)
+        return error
 
-    def decode_input(self, allow: Iterable[str] | None = None) -> dict[str, Any]:
-        """The input decoded with ``allow`` instead of the trace's allow-list."""
-        value = self._decode(self.raw_input, "input", allow)
-        return value if isinstance(value, dict) else {}
+    def decode_input(self, allow: Iterable[str] | None = None) -> Any:
+        """The input decoded with ``allow`` instead of the default allow-list (see :attr:`input`)."""
+        return self._decode(self.raw_input, "input", allow)
 
     def decode_output(self, allow: Iterable[str] | None = None) -> Any:
-        """The output decoded with ``allow`` instead of the trace's allow-list."""
+        """The output decoded with ``allow`` instead of the default allow-list."""
         return self._decode(self.raw_output, "output", allow)
 
     def decode_error(self, allow: Iterable[str] | None = None) -> BaseException | None:
@@ -212,7 +239,7 @@ class Boundary:
         if isinstance(envelope.get("attrs"), dict):
             tagged["attrs"] = envelope["attrs"]
         try:
-            value = decode_value(tagged, allow=self.allow if allow is None else tuple(allow))
+            value = decode_value(tagged, allow=self._allow(allow))
         except RecursionError:
             raise CodecError(f"the error of boundary {format_key(self.call_key)} nests too deep to decode") from None
         if isinstance(value, BaseException):

@@ -9,10 +9,15 @@ Usage::
 
 The marker takes the trace source (an OTLP/JSON file or a store directory) and the keyword arguments of
 :func:`chronicle_otel.replay` (``stub``, ``live``, ``default``, ``on_input_mismatch``, ``on_missing``,
-``strict``, ``allow``, ``emit_spans``), plus ``trace_id`` and ``check_report`` (default True: the test fails
-when the replay report has divergences). The ``chronicle_replay`` fixture is the active
+``strict``, ``allow``, ``emit_spans``, ``block_network``, ``allow_hosts``, ``override``), plus ``trace_id`` and
+``check_report`` (default True: when the test body ends, a report with divergences, or with drift under
+``strict=True``, fails the test). The ``chronicle_replay`` fixture is the active
 :class:`~chronicle_otel.replay.ReplayRun`; it works in sync tests and in pytest-asyncio tests (use
 ``await chronicle_replay.arerun()`` for an async root). A failing test shows the replay report.
+
+The network is blocked during the test (``block_network=True``): only this machine is reachable, and an attempt
+to reach anything else fails the test, naming the boundary that made it. ``--chronicle-allow-network`` turns the
+guard off for the whole run (``block_network=`` on a marker still wins).
 
 Configuration (command line, then ini, then environment):
     ``--chronicle-payloads`` / ``chronicle_payloads`` / ``$CHRONICLE_PAYLOADS``: the shared payload store
@@ -41,6 +46,7 @@ __all__ = ["chronicle_replay"]
 
 _RUN = pytest.StashKey[ReplayRun]()
 _FAILED = pytest.StashKey[bool]()
+_CHECK = pytest.StashKey[bool]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -56,6 +62,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "(default $CHRONICLE_PAYLOADS)",
     )
     group.addoption("--chronicle-traces", dest="chronicle_traces", help="directory of trace files used by tests")
+    group.addoption(
+        "--chronicle-allow-network",
+        dest="chronicle_allow_network",
+        action="store_true",
+        default=False,
+        help="let chronicle_replay tests reach hosts other than this machine (the network guard is off)",
+    )
     parser.addini("chronicle_store", "payload store directory for chronicle_replay tests", default="")
     parser.addini("chronicle_payloads", "payload store (s3://bucket/prefix) for chronicle_replay tests", default="")
     parser.addini("chronicle_traces", "directory of trace files for chronicle_replay tests", default="")
@@ -93,6 +106,18 @@ def _resolve(source: Any, request: pytest.FixtureRequest) -> Path:
 
 
 @pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
+    """When the test body has passed, complete the replay report: a failing one fails the test, not its teardown."""
+    yield
+    run = item.stash.get(_RUN, None)
+    if run is not None and item.stash.get(_CHECK, False):
+        report = run.finish()
+        if not report.ok:
+            item.stash[_FAILED] = True
+            pytest.fail(f"the replay diverged from the recording:\n{report}", False)
+
+
+@pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[Any]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
@@ -100,8 +125,9 @@ def pytest_runtest_makereport(
     report = yield
     run = item.stash.get(_RUN, None)
     if run is not None and report.when == "call" and report.failed:
+        if not item.stash.get(_FAILED, False):  # the plugin's own failure already shows the report
+            report.sections.append(("chronicle replay", str(run.report)))
         item.stash[_FAILED] = True
-        report.sections.append(("chronicle replay", str(run.report)))
     return report
 
 
@@ -127,9 +153,12 @@ def chronicle_replay(request: pytest.FixtureRequest) -> Iterator[ReplayRun]:
     store = _option(request.config, "chronicle_store", env.CHRONICLE_HOME)
     if store and is_store(store):
         stores.append(Path(store))
+    if request.config.getoption("chronicle_allow_network", default=False):
+        kwargs.setdefault("block_network", False)
     trace = load_trace(_resolve(source, request), trace_id, store=stores)
     run = replay(trace, **kwargs)
     request.node.stash[_RUN] = run
+    request.node.stash[_CHECK] = bool(check_report)
     with run:
         yield run
     if check_report and not run.report.ok and not request.node.stash.get(_FAILED, False):

@@ -115,6 +115,8 @@ REPLAY: contextvars.ContextVar[ReplayHook | None] = contextvars.ContextVar("chro
 
 #: Boundary name -> weak references to the wrapped callables defined under that name, oldest first.
 _BOUNDARIES: dict[str, list[weakref.ref[Any]]] = {}
+#: Top-level packages (``"examples."``) of the modules that ever defined a boundary in this process.
+_PACKAGES: set[str] = set()
 _lock = threading.Lock()
 
 
@@ -124,6 +126,17 @@ def register(name: str, wrapped: Any) -> None:
         refs = [r for r in _BOUNDARIES.get(name, []) if r() is not None]
         refs.append(weakref.ref(wrapped))
         _BOUNDARIES[name] = refs
+        module = getattr(wrapped, "__module__", None)
+        if isinstance(module, str) and module and module != "builtins":
+            _PACKAGES.add(module.split(".")[0] + ".")
+
+
+def boundary_packages() -> tuple[str, ...]:
+    """The default allow-list of payload decoding: the top-level packages (``"examples."``) whose modules defined
+    a boundary in this process, sorted. Recorded values are rebuilt as classes of these packages (and registered
+    types); a trace can name any class, so nothing else is rebuilt unless allowed explicitly."""
+    with _lock:
+        return tuple(sorted(_PACKAGES))
 
 
 def boundaries(name: str) -> list[Any]:

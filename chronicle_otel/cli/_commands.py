@@ -17,6 +17,8 @@ from ..environment_variables import CHRONICLE_PAYLOADS
 from ..errors import ChronicleError, ConfigError, TraceNotFoundError
 from ..load import load_trace
 from ..model import Boundary, Trace, format_key
+from ..replay._matching import check_selectors, resolve_overrides
+from ..semconv import REPLAY_OF
 from ..store.payloads import PayloadSource, open_payload_store
 from ..store.reader import StoreReader, default_store_path, is_store
 
@@ -33,6 +35,7 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("list", help="list recorded traces, newest first")
     p.add_argument("--store", help="store directory (default $CHRONICLE_HOME or ./.chronicle)")
     p.add_argument("--failed", action="store_true", help="only traces whose root failed")
+    p.add_argument("--replays", action="store_true", help="also list replays recorded into the store, marked")
     p.add_argument("-n", "--limit", type=int, default=20)
 
     p = sub.add_parser(
@@ -80,6 +83,22 @@ def _parser() -> argparse.ArgumentParser:
             p.add_argument("--stub", action="append", help="stub selector (repeatable; default kind:llm)")
             p.add_argument("--live", action="append", default=[], help="live selector (repeatable)")
             p.add_argument("--expect", action="append", default=[], help="an assertion on `result` (repeatable)")
+            p.add_argument(
+                "--override",
+                action="append",
+                default=[],
+                metavar="KEY=PYTHON_EXPR",
+                help="what-if: answer the recorded call KEY (plan[0]) with the expression's value, or, for a "
+                "function, with what it returns given the recorded output (repeatable)",
+            )
+            p.add_argument(
+                "--import",
+                dest="imports",
+                action="append",
+                default=[],
+                metavar="STATEMENT",
+                help='an import the test needs, e.g. "from decimal import Decimal" (repeatable)',
+            )
 
     p = sub.add_parser(
         "gc",
@@ -176,7 +195,8 @@ def _load(args: argparse.Namespace) -> Trace:
 
 
 def _list(args: argparse.Namespace, out: TextIO) -> int:
-    traces = _store(args).list_traces(limit=args.limit, failed=True if args.failed else None)
+    failed = True if args.failed else None
+    traces = _store(args).list_traces(limit=args.limit, failed=failed, include_replays=args.replays)
     print(f"{'trace id':32s}  {'started (UTC)':19s}  {'root boundary':20s} {'spans':>5s} {'ms':>9s}  status", file=out)
     for t in traces:
         started = (
@@ -185,9 +205,12 @@ def _list(args: argparse.Namespace, out: TextIO) -> int:
             else "-"
         )
         ms = f"{t.duration_ns / 1e6:9.2f}" if t.duration_ns is not None else f"{'-':>9s}"
+        status = _clean(t.status)
+        if t.replay_of is not None:
+            status = f"{status:5s}  replay of {_clean(t.replay_of[:8])}"
         print(
             f"{_clean(t.trace_id)}  {started:19s}  {_clean((t.root_boundary or '-')[:20]):20s} {t.span_count:5d} {ms}  "
-            f"{_clean(t.status)}",
+            f"{status}",
             file=out,
         )
     return 0
@@ -208,8 +231,19 @@ def _short(text: str | None, width: int = 100) -> str:
     return _clean(text if len(text) <= width else text[: width - 1] + "…")
 
 
+def _replay_of(trace: Trace) -> str | None:
+    """The trace id a replayed trace reran (``chronicle.replay.of`` on its spans); None for a production run."""
+    for span in trace.spans:
+        value = span.attributes.get(REPLAY_OF)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
 def _show(trace: Trace, out: TextIO) -> int:
-    print(f"trace {trace.trace_id}  ({len(trace.boundaries)} boundaries, {len(trace.spans)} spans)", file=out)
+    replay_of = _replay_of(trace)
+    label = f"  replay of {_clean(replay_of)}" if replay_of is not None else ""
+    print(f"trace {trace.trace_id}{label}  ({len(trace.boundaries)} boundaries, {len(trace.spans)} spans)", file=out)
     for b in trace.boundaries:
         indent = "  " * (len(b.call_key) - 1)
         ms = (b.end_ns - b.start_ns) / 1e6
@@ -514,9 +548,15 @@ def _gen_test(trace: Trace, args: argparse.Namespace, out: TextIO) -> int:
     trace_file = directory / "traces" / f"{slug}.jsonl"
     test_file = directory / f"test_{slug}.py"
     stub = args.stub or ["kind:llm"]
+    check_selectors("--stub", stub, trace)
+    check_selectors("--live", args.live, trace)
     options = ["stub={" + ", ".join(_literal(s) for s in dict.fromkeys(stub)) + "}"]
     if args.live:
         options.append("live={" + ", ".join(_literal(s) for s in dict.fromkeys(args.live)) + "}")
+    overrides = _overrides(args.override, trace)
+    if overrides:
+        options.append("override=OVERRIDES")
+    imports = "".join(f"{_import_statement(statement)}\n" for statement in dict.fromkeys(args.imports))
     started = dt.datetime.fromtimestamp(root.start_ns / 1e9, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
     for expr in args.expect:
         _check_expression(expr)
@@ -531,9 +571,11 @@ def _gen_test(trace: Trace, args: argparse.Namespace, out: TextIO) -> int:
         f'"""\n\n'
         f"from pathlib import Path\n\n"
         f"import pytest\n\n"
+        f"{imports + chr(10) if imports else ''}"
         f"{_integration_lines(trace)}"
         f"ROOT_BOUNDARY = {_literal(root.name)}\n"
-        f"TRACE = Path(__file__).parent / {_literal('traces')} / {_literal(trace_file.name)}\n\n"
+        f"TRACE = Path(__file__).parent / {_literal('traces')} / {_literal(trace_file.name)}\n"
+        f"{_overrides_block(overrides)}\n"
         f"{_live_comment(live_lines)}\n\n"
         f"@pytest.mark.chronicle_replay(TRACE, {', '.join(options)})\n"
         f"def test_{slug}(chronicle_replay):\n"
@@ -541,7 +583,7 @@ def _gen_test(trace: Trace, args: argparse.Namespace, out: TextIO) -> int:
         f"    result = chronicle_replay.rerun()  # an async root runs in its own event loop\n"
         f"{expectations}"
     )
-    _check_module(source, test_file)
+    _check_module(source, test_file, _imported_names(args.imports))
     for line in live_lines:
         print(f"gen-test: {_clean(line)}", file=sys.stderr)
     trace.save(trace_file)
@@ -652,14 +694,54 @@ def _integration_lines(trace: Trace) -> str:
     return lines
 
 
-def _check_expression(expr: str) -> None:
+def _check_expression(expr: str, option: str = "--expect") -> None:
     try:
         ast.parse(expr, mode="eval")
     except SyntaxError as exc:
-        raise ChronicleError(f"--expect {expr!r} is not a Python expression: {exc.msg}") from None
+        raise ChronicleError(f"{option} {expr!r} is not a Python expression: {exc.msg}") from None
 
 
-def _check_module(source: str, path: Path) -> None:
+def _import_statement(statement: str) -> str:
+    """``statement`` when it is one import statement (``import x`` / ``from x import y``)."""
+    try:
+        tree = ast.parse(statement.strip())
+    except SyntaxError as exc:
+        raise ChronicleError(f"--import {statement!r} is not an import statement: {exc.msg}") from None
+    if len(tree.body) != 1 or not isinstance(tree.body[0], (ast.Import, ast.ImportFrom)):
+        raise ChronicleError(f"--import {statement!r} is not one import statement ('from decimal import Decimal')")
+    return ast.unparse(tree.body[0])
+
+
+def _overrides(options: list[str], trace: Trace) -> dict[str, str]:
+    """``--override KEY=EXPR`` options: each key checked against the trace, each expression parsed (never run)."""
+    overrides: dict[str, str] = {}
+    for option in options:
+        key, sep, expr = option.partition("=")
+        if not sep or not key.strip() or not expr.strip():
+            raise ChronicleError(f"--override {option!r}: expected KEY=PYTHON_EXPR, e.g. 'plan[0]=...'")
+        _check_expression(expr.strip(), "--override")
+        overrides[key.strip()] = expr.strip()
+    resolve_overrides(dict.fromkeys(overrides), trace)  # every key names recorded calls
+    return overrides
+
+
+def _overrides_block(overrides: dict[str, str]) -> str:
+    if not overrides:
+        return ""
+    lines = "".join(f"    {_literal(key)}: (\n        {expr}\n    ),\n" for key, expr in overrides.items())
+    return f"# What-if answers given instead of the recording (see report.overrides).\nOVERRIDES = {{\n{lines}}}\n"
+
+
+def _imported_names(statements: list[str]) -> set[str]:
+    names: set[str] = set()
+    for statement in statements:
+        for node in ast.parse(statement.strip()).body:
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                names.update(a.name for a in node.names)
+    return names
+
+
+def _check_module(source: str, path: Path, extra_imports: frozenset[str] | set[str] = frozenset()) -> None:
     """The generated module parses, its only top-level statements are the expected kinds (importing only ``Path``
     and ``pytest``), and the test function imports at most one module, as its first statement."""
     try:
@@ -674,7 +756,7 @@ def _check_module(source: str, path: Path) -> None:
     if (
         len(functions) != 1
         or not all(isinstance(node, allowed) for node in tree.body)
-        or not {"Path", "pytest"} <= imported <= {"Path", "pytest", *_INTEGRATIONS}
+        or not {"Path", "pytest"} <= imported <= {"Path", "pytest", *_INTEGRATIONS, *extra_imports}
         or imports_in_body not in ([], [0])
     ):  # pragma: no cover - the template has this shape
         raise ChronicleError("the generated test has an unexpected shape; nothing written")

@@ -342,6 +342,7 @@ class ChronicleExporter(SpanExporter):
         outer: tuple[str, str, int] | None = None
         errors = 0
         service = None
+        replay_of: str | None = None
         for span in spans:
             status = span.status.status_code
             if status is StatusCode.ERROR:
@@ -349,6 +350,9 @@ class ChronicleExporter(SpanExporter):
             attrs = span.attributes or {}
             name = attrs.get(semconv.BOUNDARY_NAME)
             start = span.start_time or 0
+            if isinstance(name, str) and outer is None:  # a replay marks every boundary span: the first one tells
+                of = attrs.get(semconv.REPLAY_OF)
+                replay_of = of if isinstance(of, str) and of else None
             if isinstance(name, str) and (outer is None or start < outer[2]):
                 outer = (name, str(attrs.get(semconv.BOUNDARY_KIND, "")), start)
             if span.parent is None or span.parent.is_remote:
@@ -363,7 +367,7 @@ class ChronicleExporter(SpanExporter):
                 if span.resource is not None:
                     svc = span.resource.attributes.get("service.name")
                     service = str(svc) if svc is not None else None
-        return TraceRecord(f"{trace_id:032x}", line, len(spans), errors, root, outer, service)
+        return TraceRecord(f"{trace_id:032x}", line, len(spans), errors, root, outer, service, replay_of)
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         """Flush the store's open segment (and the forward exporter).

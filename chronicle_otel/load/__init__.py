@@ -139,7 +139,7 @@ def load_trace(
     trace_id: str | None = None,
     *,
     store: PayloadSource | str | os.PathLike[str] | Sequence[PayloadSource | str | os.PathLike[str]] | None = None,
-    allow: Iterable[str] = (),
+    allow: Iterable[str] | None = None,
     progress: Callable[[int], None] | None = None,
     limits: LoadLimits | None = None,
 ) -> Trace:
@@ -158,7 +158,8 @@ def load_trace(
             directory or a :class:`~chronicle_otel.store.PayloadSource`, or a list of them to ask in order. Default:
             ``$CHRONICLE_PAYLOADS`` when it names object storage. The store being read and the local store
             (``$CHRONICLE_HOME``) are asked after them.
-        allow: module prefixes whose classes payload decoding may rebuild (registered types always are).
+        allow: module prefixes whose classes payload decoding may rebuild (registered types always are). Default:
+            the top-level packages that define boundaries in this process when the value is read.
         progress: called with the number of spans fetched so far (backends that page).
         limits: bounds on size, inflation and time; by default :meth:`LoadLimits.from_env`.
 

@@ -90,7 +90,7 @@ def _boundary(
     span: SpanRecord,
     parent: Boundary | None,
     fetch: Fetch | None,
-    allow: tuple[str, ...],
+    allow: tuple[str, ...] | None,
     warnings: list[str],
     source: str = "",
 ) -> Boundary | None:
@@ -166,7 +166,7 @@ def build_trace(
     spans: Sequence[SpanRecord],
     *,
     fetch: Fetch | None = None,
-    allow: Iterable[str] = (),
+    allow: Iterable[str] | None = None,
     source: str = "",
 ) -> Trace:
     """Assemble a :class:`Trace` from the spans of one trace.
@@ -180,7 +180,7 @@ def build_trace(
     """
     ordered = sorted(spans, key=lambda s: (s.start_ns, s.end_ns, s.span_id))
     by_id = {s.span_id: s for s in ordered}
-    allow_t = tuple(allow)
+    allow_t = tuple(allow) if allow is not None else None
     warnings: list[str] = []
     if not any(s.parent_span_id is None for s in ordered):
         warnings.append("the trace's root span is missing (its parent is not in the source)")
@@ -259,7 +259,7 @@ def assemble(
     trace_id: str | None,
     source: str,
     payloads: PayloadSources | None,
-    allow: Iterable[str],
+    allow: Iterable[str] | None,
 ) -> Trace:
     """The one assembly path of every source: merge pieces, pick the trace, build it with payloads from ``payloads``."""
     traces = merge(spans)

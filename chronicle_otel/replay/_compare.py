@@ -47,6 +47,10 @@ class Comparer:
     def _compare_error(
         rec: Boundary, exc: BaseException, redactor: Redactor | None, secrets: list[str]
     ) -> Finding | None:
+        if isinstance(exc, ReplayError):  # the replay's own error: its message is already in the report
+            return Finding(
+                "output-changed", rec.call_key, f"now raises {type(exc).__name__} (see above); recorded {describe(rec)}"
+            )
         envelope: Any = {}
         if rec.raw_error is not None and rec.raw_error.complete:
             try:

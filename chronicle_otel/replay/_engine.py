@@ -13,7 +13,7 @@ import contextvars
 import dataclasses
 import functools
 import inspect
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
@@ -21,20 +21,21 @@ from typing import Any, TypeVar
 from opentelemetry.trace import Link, SpanContext, TraceFlags
 
 from .. import semconv
-from .._internal import hooks
+from .._internal import hooks, netguard
 from .._internal.digest import payload_digest
 from .._internal.hooks import BoundarySpec, ReplayExtra
 from .._internal.streams import AsyncStreamDriver, StreamDriver
+from .._session import current_session
 from ..codec import encode
 from ..config import get_config, isolated
-from ..errors import ConfigError, ReplayDivergence, ReplayError
-from ..model import Boundary, Trace
+from ..errors import ConfigError, NetworkBlockedError, ReplayDivergence, ReplayError
+from ..model import Boundary, Trace, format_key
 from ..redact import Redactor
-from ._compare import Comparer
-from ._matching import Frame, Recordings, matches
-from ._options import InputMismatch, OnMissing, ReplayOptions
-from ._report import Finding, ReplayReport, diff_lines
-from ._stubs import stub_body
+from ._compare import Comparer, describe
+from ._matching import Frame, Recordings, check_selectors, matches, resolve_overrides
+from ._options import LOOPBACK, InputMismatch, OnMissing, ReplayOptions
+from ._report import Finding, ReplayReport, diff_lines, short_repr
+from ._stubs import Answer, override_answer, stub_body
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -65,11 +66,20 @@ class ReplayRun:
             if unknown:
                 raise ConfigError(unknown[0], settings[unknown[0]], "a field of ReplayOptions")
             settings = {
-                k: (tuple(v) if k in ("stub", "live", "allow") and v is not None else v) for k, v in settings.items()
+                k: (tuple(v) if k in ("stub", "live", "allow", "allow_hosts") and v is not None else v)
+                for k, v in settings.items()
             }
             options = ReplayOptions(**settings)
+        check_selectors("stub", options.stub, trace)
+        check_selectors("live", options.live, trace)
         self.trace = trace
         self.options = options
+        self._overrides = resolve_overrides(options.override, trace)
+        self._applied: set[str] = set()
+        self._finished = False
+        self._session_checked = False
+        self._guard: contextlib.AbstractContextManager[Any] | None = None
+        self._last: Frame | None = None
         self.report = ReplayReport(strict=self.options.strict)
         self._frame: contextvars.ContextVar[Frame | None] = contextvars.ContextVar(
             "chronicle_replay_frame", default=None
@@ -86,22 +96,22 @@ class ReplayRun:
 
     @property
     def allow(self) -> tuple[str, ...]:
-        """Module prefixes whose classes recorded values are rebuilt as: ``allow=`` or, by default, the top-level
-        packages of the boundaries defined in this process, plus the trace's own allow-list."""
-        trace_allow = self.trace.root.allow if self.trace.root is not None else ()
+        """Module prefixes whose classes recorded values are rebuilt as (registered types always are). The one
+        allow-list of loading and replay: ``allow=`` of the replay, else of ``load_trace``, else the top-level
+        packages that define boundaries in this process."""
         if self.options.allow is not None:
-            return self.options.allow + trace_allow
-        packages = set()
-        for w in hooks.all_boundaries():
-            module = getattr(w, "__module__", None)
-            if isinstance(module, str) and module != "builtins":
-                packages.add(module.split(".")[0] + ".")
-        return tuple(sorted(packages)) + trace_allow
+            return self.options.allow
+        loaded = self.trace.root.allow if self.trace.root is not None else None
+        return loaded if loaded is not None else hooks.boundary_packages()
 
     def __enter__(self) -> ReplayRun:
-        if not self._tokens and self.options.isolate:
-            self._isolation = isolated()
-            self.replay_store = self._isolation.__enter__()
+        if not self._tokens:
+            if self.options.isolate:
+                self._isolation = isolated()
+                self.replay_store = self._isolation.__enter__()
+            if self.options.block_network:
+                self._guard = netguard.guard(self.options.allow_hosts, self._where, self._refused)
+                self._guard.__enter__()
         self._tokens.append(hooks.REPLAY.set(self))
         return self
 
@@ -109,15 +119,61 @@ class ReplayRun:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         hooks.REPLAY.reset(self._tokens.pop())
-        if not self._tokens and self._isolation is not None:
+        if self._tokens:
+            return
+        if self._guard is not None:
+            guard, self._guard = self._guard, None
+            guard.__exit__(None, None, None)
+        if self._isolation is not None:
             isolation, self._isolation = self._isolation, None
             self.replay_store = None
             isolation.__exit__(None, None, None)
-        if not self._tokens:
-            for b in self._recordings.unused():
+        self.finish()
+
+    def finish(self) -> ReplayReport:
+        """Complete the report: recordings never used and overrides never applied become divergences.
+
+        Called when the run ends (leaving the ``with`` block); the pytest plugin calls it as the test body ends, so
+        a divergence fails the test itself. Only the first call adds findings.
+        """
+        if self._finished:
+            return self.report
+        self._finished = True
+        for b in self._recordings.unused():
+            self.report.divergences.append(
+                Finding("unused-recording", b.call_key, f"recorded {b.kind} call {b.name!r} was never made")
+            )
+        by_id = {b.span_id: b for b in self.trace.boundaries}
+        for span_id, (text, _) in self._overrides.items():
+            if span_id not in self._applied:
+                b = by_id[span_id]
                 self.report.divergences.append(
-                    Finding("unused-recording", b.call_key, f"recorded {b.kind} call {b.name!r} was never made")
+                    Finding("override-unused", b.call_key, f"override {text!r} never applied: the call was not made")
                 )
+        return self.report
+
+    def _current(self) -> tuple[Frame | None, bool]:
+        """The boundary call on this context's stack; in a thread without the replay's context (asyncio resolves
+        names in an executor thread), the boundary call entered last, flagged as a guess."""
+        frame = self._frame.get()
+        if frame is not None and frame.key:
+            return frame, False
+        return self._last, self._last is not None
+
+    def _where(self) -> str:
+        """The boundary on whose stack a network attempt is made (for the guard's message)."""
+        frame, guessed = self._current()
+        if frame is None:
+            return "outside any boundary of the replay"
+        where = f"during boundary {format_key(frame.key)}" + (f" ({frame.kind})" if frame.kind else "")
+        return where + (" (the boundary entered last: the attempt came from another thread)" if guessed else "")
+
+    def _refused(self, error: NetworkBlockedError) -> None:
+        """The guard refused an attempt: a divergence, even when the code that made it swallows the error."""
+        frame, _ = self._current()
+        key = frame.key if frame is not None else ()
+        what = f"{error.operation} of {error.host}" + (f":{error.port}" if error.port is not None else "")
+        self.report.divergences.append(Finding("network", key, f"network {what} refused during the replay"))
 
     def __call__(self, func: F) -> F:
         """Use the replay as a decorator: each call of ``func`` replays afresh."""
@@ -167,9 +223,17 @@ class ReplayRun:
         assert self.trace.root is not None
         fn = self.root_function()
         values = self.trace.root.decode_input(self.allow)
-        values.update(overrides)
         target = fn.__get__(instance, type(instance)) if instance is not None else fn
-        args, kwargs = _arguments(fn, values, bound=instance is not None)
+        if isinstance(values, dict):
+            values.update(overrides)
+            args, kwargs = _arguments(fn, values, bound=instance is not None)
+        elif isinstance(values, list) or values is None:  # another producer's positional arguments, or none
+            args, kwargs = list(values or ()), dict(overrides)
+        else:
+            raise ReplayError(
+                f"the recorded input of root boundary {self.trace.root.name!r} is a JSON {type(values).__name__}, "
+                "not the call's arguments; call the function yourself inside `with replay(...)`"
+            )
         if not self._tokens:
             with self:
                 return target(*args, **kwargs)
@@ -187,9 +251,7 @@ class ReplayRun:
         """
         result = self._root_call(instance, overrides)
         if inspect.isawaitable(result):
-            try:
-                asyncio.get_running_loop()
-            except RuntimeError:
+            if not _loop_running():
                 return asyncio.run(_await(result))
             result.close()  # type: ignore[attr-defined]
             raise ReplayError("the root boundary is async and an event loop is running: use `await run.arerun()`")
@@ -202,12 +264,51 @@ class ReplayRun:
 
     # ------------------------------------------------------------------ the hook
 
+    def _explicit_live(self, name: str, kind: str) -> bool:
+        return any(matches(s, name, kind) for s in self.options.live)
+
     def _mode(self, name: str, kind: str) -> str:
-        if any(matches(s, name, kind) for s in self.options.live):
+        if self._explicit_live(name, kind):
             return "live"
         if any(matches(s, name, kind) for s in self.options.stub):
             return "stub"
         return self.options.default
+
+    def _ran_live(self, key: tuple[tuple[str, int], ...], name: str, kinds: tuple[str, ...]) -> None:
+        """A call runs live: an LLM one is a model call, a divergence unless ``live=`` selects it."""
+        if "llm" not in kinds:
+            return
+        self.report.live_llm.append(key)
+        if not any(self._explicit_live(name, kind) for kind in kinds):
+            self.report.divergences.append(
+                Finding(
+                    "live-llm",
+                    key,
+                    f"LLM boundary {name!r} ran live (a model call); stub it, or select it with live= to allow it",
+                )
+            )
+
+    def _check_session(self, spec: BoundarySpec) -> None:
+        """Once, at the first top-level call: list the session variables that differ from the recording's."""
+        self._session_checked = True
+        root = self.trace.root
+        if root is None:
+            return
+        config = spec.config if spec.config is not None else get_config()
+        n = len(semconv.SESSION_PREFIX)
+        now: dict[str, Any] = {k[n:]: v for k, v in config.session.items()}
+        now.update(current_session())
+        recorded = dict(root.session)
+        for key in sorted(set(recorded) | set(now)):
+            if key not in now:
+                message = f"{key}: recorded {recorded[key]!r}, not set now"
+            elif key not in recorded:
+                message = f"{key}: not recorded, now {now[key]!r}"
+            elif recorded[key] != now[key]:
+                message = f"{key}: recorded {recorded[key]!r}, now {now[key]!r}"
+            else:
+                continue
+            self.report.session.append(Finding("session", (), message))
 
     def call(
         self,
@@ -219,6 +320,8 @@ class ReplayRun:
     ) -> Any:
         """Handle one boundary call (the recording path hands every call here while the replay is active)."""
         parent = self._frame.get() or self._root
+        if not self._session_checked and parent is self._root:
+            self._check_session(spec)
         key = parent.next_key(spec.name)
         redactor = _redactor(spec)
         secrets: list[str] = []
@@ -236,7 +339,9 @@ class ReplayRun:
             )
             if self.options.on_missing is OnMissing.LIVE:
                 self.report.drift.append(Finding("unrecorded-live", key, "no recording; ran live", details))
-                return self._execute(spec, wrapped, instance, args, kwargs, Frame(key), "live", None)
+                self._ran_live(key, spec.name, (spec.kind_value,))
+                frame = self._last = Frame(key, spec.kind_value)
+                return self._execute(spec, wrapped, instance, args, kwargs, frame, "live", None)
             finding = Finding("unexpected-call", key, f"no recording for this call of {spec.name!r}", details)
             self.report.divergences.append(finding)
             raise ReplayDivergence(str(finding))
@@ -244,17 +349,44 @@ class ReplayRun:
         out_of_order = self._recordings.check_order(parent, rec)
         if out_of_order is not None:
             self.report.divergences.append(out_of_order)
-        frame = Frame(rec.call_key)
-        if self._mode(rec.name, rec.kind) == "stub":
+        frame = self._last = Frame(rec.call_key, rec.kind)
+        override = self._overrides.get(rec.span_id)
+        if override is not None or self._mode(rec.name, rec.kind) == "stub":
             if rec.raw_input is not None and digest is not None and rec.raw_input.digest != digest:
                 self._input_mismatch(rec, actual_text)
             self._recordings.cover(rec)
             self.report.stubbed.append(rec.call_key)
-            body = stub_body(spec.shape, rec, self.allow, getattr(spec, "stream_adapter", None))
+            answer = None
+            if override is not None:
+                self._applied.add(rec.span_id)
+                answer = self._override(rec, *override)
+            body = stub_body(spec.shape, rec, self.allow, getattr(spec, "stream_adapter", None), answer)
             return self._execute(spec, body, instance, args, kwargs, frame, "stub", rec)
         self.report.live.append(rec.call_key)
+        self._ran_live(rec.call_key, rec.name, (rec.kind, spec.kind_value))
         self._comparer.expect(rec, redactor, secrets)
         return self._execute(spec, wrapped, instance, args, kwargs, frame, "live", rec)
+
+    def _override(self, rec: Boundary, text: str, value: Any) -> Answer:
+        """The what-if answer of ``rec``, listed in the report when it is given."""
+        answer = override_answer(rec, self.allow, value)
+
+        def listed() -> tuple[Any, BaseException | None]:
+            output, error = answer()
+            try:
+                recorded = (
+                    rec.decode_error(self.allow) if rec.failed and not rec.stream else rec.decode_output(self.allow)
+                )
+                was = f"recorded {'raises ' if rec.failed and not rec.stream else ''}{short_repr(recorded)}"
+            except ReplayError:
+                was = f"recorded {describe(rec)}"
+            now = f"now raises {short_repr(error)}" if error is not None else f"now {short_repr(output)}"
+            self.report.overrides.append(
+                Finding("override", rec.call_key, f"answered by override {text!r}", (was, now))
+            )
+            return output, error
+
+        return listed
 
     def _input_mismatch(self, rec: Boundary, actual_text: str | None) -> None:
         assert rec.raw_input is not None
@@ -358,11 +490,13 @@ class ReplayRun:
         rec = self._recordings.match(parent, spec.name, key, digest)
         if rec is None:
             self.report.drift.append(Finding("unrecorded-live", key, "call(...) block with no recording"))
-            return _Block(self._frame.set(Frame(key)), None)
+            self._ran_live(key, spec.name, (spec.kind_value,))
+            return _Block(self._frame.set(Frame(key, spec.kind_value)), None)
         self._recordings.use(rec)
         self.report.live.append(rec.call_key)
+        self._ran_live(rec.call_key, rec.name, (rec.kind, spec.kind_value))
         self._comparer.expect(rec, redactor, secrets)
-        return _Block(self._frame.set(Frame(rec.call_key)), rec)
+        return _Block(self._frame.set(Frame(rec.call_key, rec.kind)), rec)
 
     def exit_block(self, state: object, output: Any, exc: BaseException | None) -> None:
         """A ``call(...)`` block ends: compare its output with the recording."""
@@ -381,6 +515,14 @@ class _Block:
 
 async def _await(awaitable: Any) -> Any:
     return await awaitable
+
+
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 def _arguments(fn: Any, values: dict[str, Any], *, bound: bool) -> tuple[list[Any], dict[str, Any]]:
@@ -422,6 +564,9 @@ def replay(
     allow: Iterable[str] | None = None,
     emit_spans: bool = True,
     isolate: bool = True,
+    block_network: bool = True,
+    allow_hosts: Iterable[str] = LOOPBACK,
+    override: Mapping[str, Any] | None = None,
 ) -> ReplayRun:
     """Replay a recorded run: stubbed boundaries answer from the recording, the others run live.
 
@@ -432,27 +577,44 @@ def replay(
             result = run.rerun()       # the root boundary, called again with its recorded input
         assert run.report.ok, run.report
 
+        # what if the model had said 100,000 shares?
+        with replay(trace, override={"plan[0]": lambda order: dataclasses.replace(order, quantity=100_000)}) as run:
+            assert run.rerun().status == "blocked"
+
     Each boundary call is matched to its recording by its call key (the chain of ``(name, call index)`` from
     the root); concurrent siblings that arrive in another order are matched by their input hash.
 
     Args:
         trace: the recorded run (:func:`~chronicle_otel.load_trace`).
         stub: selectors of boundaries answered from the recording: a name, a glob (``"crm.*"``) or
-            ``"kind:<kind>"``. Default: every LLM boundary.
+            ``"kind:<kind>"``. Default: every LLM boundary. A selector that can select nothing (an unknown kind,
+            a name or glob no recorded boundary has: a typo) raises :class:`ConfigError`.
         live: selectors of boundaries that run the current code; they win over ``stub``. Their outputs are
-            compared with the recording (``report.changes``).
+            compared with the recording (``report.changes``). An LLM boundary that runs live without being
+            selected here is a ``live-llm`` divergence: a replay calls a model only when asked to.
         default: what boundaries matched by neither do: ``"live"`` (default) or ``"stub"``.
         on_input_mismatch: a stubbed call whose input differs: ``"warn"`` (default; listed as drift, the
             stub still answers), ``"error"`` (raises :class:`ReplayDivergence`) or ``"ignore"``.
         on_missing: a call with no recording: ``"error"`` (raises :class:`ReplayDivergence`) or ``"live"``.
         strict: drift also makes ``report.ok`` false.
-        allow: module prefixes whose classes recorded values may be rebuilt as. Default: the top-level
-            packages that define boundaries in this process.
+        allow: module prefixes whose classes recorded values may be rebuilt as (registered types always are).
+            Default: the ``allow=`` the trace was loaded with, else the top-level packages that define boundaries
+            in this process (the same default as :attr:`Boundary.output <chronicle_otel.model.Boundary.output>`).
         emit_spans: record the replay's own spans (``chronicle.replay.of`` and a link to each original span).
         isolate: while the run is active, nothing is exported and nothing reaches the real store: the replay's
             spans go to a temporary store (``run.replay_store``), and a ``configure()`` called meanwhile (a module
             imported by the test) is sandboxed (see :func:`chronicle_otel.config.isolated`). False records the
             replay into the process's real pipeline.
+        block_network: while the run is active, a DNS lookup or a connection to a host not in ``allow_hosts``
+            raises :class:`~chronicle_otel.errors.NetworkBlockedError` naming the boundary on whose stack it was
+            made, and is a ``network`` divergence (even when the code that tried swallows the error).
+        allow_hosts: host names, addresses and networks the guard lets through. Default: this machine
+            (``localhost``, ``127.0.0.0/8``, ``::1``); empty: nothing.
+        override: what-if answers, ``{call key: value}``: that recorded call is answered with ``value``
+            instead of its recording (an exception is raised). A callable gets the recorded output (the recorded
+            exception for a call that raised) and returns the answer. Keys as :func:`format_key` writes them
+            (``"run_agent[0] > plan[0]"``), their tail when unique (``"plan[0]"``) or a bare name (every call).
+            Listed in ``report.overrides``.
 
     Returns:
         A :class:`ReplayRun`: a context manager (and decorator) with ``rerun()`` and ``report``.
@@ -470,5 +632,8 @@ def replay(
         allow=allow,  # type: ignore[arg-type]
         emit_spans=emit_spans,
         isolate=isolate,
+        block_network=block_network,
+        allow_hosts=allow_hosts,  # type: ignore[arg-type]
+        override=override if override is not None else {},
     )
     return ReplayRun(trace, options)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from enum import Enum
+from types import MappingProxyType
 from typing import Any
 
+from .._internal import netguard
 from ..errors import ConfigError
 
 
@@ -45,6 +47,30 @@ def _selectors(name: str, value: Iterable[str]) -> tuple[str, ...]:
     return items
 
 
+LOOPBACK: tuple[str, ...] = netguard.DEFAULT_ALLOWED_HOSTS
+"""The default ``allow_hosts`` of a replay's network guard: this machine only."""
+
+
+def _hosts(value: Iterable[str]) -> tuple[str, ...]:
+    if isinstance(value, str):
+        raise ConfigError("allow_hosts", value, "a list of host names, addresses or networks, not a string")
+    try:
+        items = tuple(value)
+    except TypeError:
+        raise ConfigError("allow_hosts", value, "a list of host names, addresses or networks") from None
+    netguard.AllowList(items)  # raises ConfigError naming a bad entry
+    return items
+
+
+def _overrides(value: Mapping[str, Any]) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise ConfigError("override", value, "a mapping {call key: value or callable}, e.g. {'plan[0]': ...}")
+    for key in value:
+        if not isinstance(key, str) or not key.strip():
+            raise ConfigError("override", key, "a call key such as 'plan[0]' or 'run_agent[0] > plan[0]'")
+    return MappingProxyType(dict(value))
+
+
 @dataclasses.dataclass(frozen=True)
 class ReplayOptions:
     """How a replay treats each boundary call (the keyword arguments of :func:`~chronicle_otel.replay`).
@@ -73,6 +99,14 @@ class ReplayOptions:
     isolate: bool = True
     """Nothing leaves the process and nothing reaches the real store while the run is active: its spans go to a
     temporary store, and ``configure()`` calls meanwhile are sandboxed (:func:`chronicle_otel.config.isolated`)."""
+    block_network: bool = True
+    """While the run is active, DNS lookups and connections to hosts not in ``allow_hosts`` raise
+    :class:`~chronicle_otel.errors.NetworkBlockedError` (and are listed as divergences)."""
+    allow_hosts: tuple[str, ...] = LOOPBACK
+    """What the network guard lets through: host names, addresses and networks (``"10.0.0.0/8"``); empty: nothing."""
+    override: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    """What-if answers: ``{call key: value}`` answers that recorded call with ``value`` (an exception is raised);
+    a callable gets the recorded output (or error) and returns the answer."""
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -90,3 +124,7 @@ class ReplayOptions:
             raise ConfigError("emit_spans", self.emit_spans, "True or False")
         if not isinstance(self.isolate, bool):
             raise ConfigError("isolate", self.isolate, "True or False")
+        if not isinstance(self.block_network, bool):
+            raise ConfigError("block_network", self.block_network, "True or False")
+        set_(self, "allow_hosts", _hosts(self.allow_hosts))
+        set_(self, "override", _overrides(self.override))

@@ -19,9 +19,9 @@ def json_diff(recorded: Any, actual: Any, path: str = "$") -> Iterator[str]:
         for key in sorted(set(recorded) | set(actual), key=str):
             sub = f"{path}.{key}"
             if key not in actual:
-                yield f"{sub}: recorded {_short(recorded[key])}, now missing"
+                yield f"{sub}: recorded {short(recorded[key])}, now missing"
             elif key not in recorded:
-                yield f"{sub}: not recorded, now {_short(actual[key])}"
+                yield f"{sub}: not recorded, now {short(actual[key])}"
             else:
                 yield from json_diff(recorded[key], actual[key], sub)
     elif isinstance(recorded, list) and isinstance(actual, list):
@@ -30,11 +30,22 @@ def json_diff(recorded: Any, actual: Any, path: str = "$") -> Iterator[str]:
         if len(recorded) != len(actual):
             yield f"{path}: recorded {len(recorded)} items, now {len(actual)}"
     elif recorded != actual or type(recorded) is not type(actual):
-        yield f"{path}: recorded {_short(recorded)} != now {_short(actual)}"
+        yield f"{path}: recorded {short(recorded)} != now {short(actual)}"
 
 
-def _short(value: Any, width: int = 80) -> str:
+def short(value: Any, width: int = 80) -> str:
+    """``value`` as one line of at most ``width`` characters (JSON, or the string's repr)."""
     text = orjson.dumps(value).decode() if not isinstance(value, str) else repr(value)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def short_repr(value: Any, width: int = 120) -> str:
+    """``repr(value)`` on one line of at most ``width`` characters (never raising)."""
+    try:
+        text = repr(value)
+    except Exception as exc:
+        text = f"<{type(value).__name__}: repr raised {type(exc).__name__}>"
+    text = " ".join(text.split())
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
@@ -44,7 +55,7 @@ def diff_lines(recorded_text: str | None, actual_text: str | None) -> list[str]:
         recorded = orjson.loads(recorded_text) if recorded_text is not None else None
         actual = orjson.loads(actual_text) if actual_text is not None else None
     except orjson.JSONDecodeError:
-        return [f"recorded {_short(recorded_text)} != now {_short(actual_text)}"]
+        return [f"recorded {short(recorded_text)} != now {short(actual_text)}"]
     lines = list(json_diff(recorded, actual))
     if len(lines) > _MAX_DIFFS:
         lines = [*lines[:_MAX_DIFFS], f"… and {len(lines) - _MAX_DIFFS} more differences"]
@@ -56,8 +67,9 @@ class Finding:
     """One entry of a :class:`ReplayReport`.
 
     Attributes:
-        kind: ``unexpected-call``, ``unused-recording``, ``input-mismatch``, ``order``, ``input-drift``,
-            ``unrecorded-live``, ``output-changed``.
+        kind: divergences ``unexpected-call``, ``unused-recording``, ``input-mismatch``, ``order``, ``live-llm``,
+            ``network``, ``override-unused``; drift ``input-drift``, ``unrecorded-live``; changes
+            ``output-changed``; ``override``; ``session``.
         call_key: the call key concerned (recorded key for recordings, actual key for calls).
         message: one line saying what happened.
         details: the differences or candidates, one per line.
@@ -69,7 +81,11 @@ class Finding:
     details: tuple[str, ...] = ()
 
     def __str__(self) -> str:
-        head = f"[{self.kind}] {format_key(self.call_key)}: {self.message}"
+        head = (
+            f"[{self.kind}] {format_key(self.call_key)}: {self.message}"
+            if self.call_key
+            else f"[{self.kind}] {self.message}"
+        )
         return "\n".join([head, *(f"    {line}" for line in self.details)])
 
 
@@ -83,16 +99,23 @@ class ReplayReport:
         drift: stubbed calls whose input changed under ``"warn"`` (expected after a fix: downstream LLM
             calls see new inputs; the stub still answers), and unrecorded calls run live under ``on_missing="live"``.
         changes: live boundaries whose output (or error) differs from the recording — usually the point of the fix.
-        stubbed: call keys answered from the recording.
+        overrides: the what-if answers given instead of the recording (``override=``).
+        session: session variables of this process that differ from the recording's (information only).
+        stubbed: call keys answered from the recording (overridden ones included).
         live: call keys that ran live.
+        live_llm: call keys of LLM boundaries that ran live (model calls). One not selected with ``live=`` is
+            also a ``live-llm`` divergence.
         strict: when true, drift also makes :attr:`ok` false.
     """
 
     divergences: list[Finding] = dataclasses.field(default_factory=list)
     drift: list[Finding] = dataclasses.field(default_factory=list)
     changes: list[Finding] = dataclasses.field(default_factory=list)
+    overrides: list[Finding] = dataclasses.field(default_factory=list)
+    session: list[Finding] = dataclasses.field(default_factory=list)
     stubbed: list[tuple[tuple[str, int], ...]] = dataclasses.field(default_factory=list)
     live: list[tuple[tuple[str, int], ...]] = dataclasses.field(default_factory=list)
+    live_llm: list[tuple[tuple[str, int], ...]] = dataclasses.field(default_factory=list)
     strict: bool = False
 
     @property
@@ -104,11 +127,20 @@ class ReplayReport:
         return self.ok
 
     def __str__(self) -> str:
+        llm = f" ({len(self.live_llm)} LLM)" if self.live_llm else ""
+        extra = f", {len(self.overrides)} overridden" if self.overrides else ""
         lines = [
-            f"replay {'ok' if self.ok else 'FAILED'}: {len(self.stubbed)} stubbed, {len(self.live)} live, "
+            f"replay {'ok' if self.ok else 'FAILED'}: {len(self.stubbed)} stubbed{extra}, {len(self.live)} live{llm}, "
             f"{len(self.divergences)} divergences, {len(self.drift)} drift, {len(self.changes)} changes"
         ]
-        for title, findings in (("divergences", self.divergences), ("drift", self.drift), ("changes", self.changes)):
+        sections = (
+            ("divergences", self.divergences),
+            ("drift", self.drift),
+            ("changes", self.changes),
+            ("overrides", self.overrides),
+            ("session variables that differ from the recording (information)", self.session),
+        )
+        for title, findings in sections:
             if findings:
                 lines.append(f"{title}:")
                 lines.extend("  " + str(f).replace("\n", "\n  ") for f in findings)

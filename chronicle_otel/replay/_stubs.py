@@ -10,25 +10,62 @@ from ..adapters import StreamAdapter, StreamReplay
 from ..errors import ReplayDivergence
 from ..model import Boundary
 
+Answer = Callable[[], "tuple[Any, BaseException | None]"]
+"""What a stub answers, computed when it runs: ``(output, error)``; for a stream, the items and the error after them."""
 
-def stub_body(shape: Shape, rec: Boundary, allow: tuple[str, ...], stream_adapter: Any = None) -> Callable[..., Any]:
+
+def recorded_answer(rec: Boundary, allow: tuple[str, ...]) -> Answer:
+    """The recording's own answer, decoded with ``allow``."""
+
+    def answer() -> tuple[Any, BaseException | None]:
+        if rec.failed and not rec.stream:
+            return None, _error(rec, allow)
+        return rec.decode_output(allow), (_error(rec, allow) if rec.failed else None)
+
+    return answer
+
+
+def override_answer(rec: Boundary, allow: tuple[str, ...], override: Any) -> Answer:
+    """A what-if answer: ``override`` itself, or, when it is a function, what it returns given the recorded output
+    (the recorded exception for a call that raised; the list of items for a stream). An exception (instance or
+    class) is raised."""
+
+    def answer() -> tuple[Any, BaseException | None]:
+        value = override
+        if callable(override) and not isinstance(override, type):
+            value = override(_error(rec, allow) if rec.failed and not rec.stream else rec.decode_output(allow))
+        if isinstance(value, type) and issubclass(value, BaseException):
+            value = value()
+        if isinstance(value, BaseException):
+            return None, value
+        return value, None
+
+    return answer
+
+
+def stub_body(
+    shape: Shape, rec: Boundary, allow: tuple[str, ...], stream_adapter: Any = None, answer: Answer | None = None
+) -> Callable[..., Any]:
     """A callable that returns the recorded output (rebuilt), re-raises the recorded error or re-yields the stream.
 
-    Sync or async, generator or async generator, as ``shape`` says; the recording is decoded when the stub runs.
-    A method whose recorded call returned a stream object answers with the object its ``stream_adapter`` builds
-    from the recorded items (and error).
+    Sync or async, generator or async generator, as ``shape`` says; the answer (``answer``, by default the
+    recording's) is computed when the stub runs. A method whose recorded call returned a stream object answers
+    with the object its ``stream_adapter`` builds from the recorded items (and error).
     """
+    overridden = answer is not None
+    get = answer if answer is not None else recorded_answer(rec, allow)
     if rec.stream and shape in ("sync", "async"):  # a function that returned a stream object
-        return _stream_stand_in(shape, rec, allow, stream_adapter or _GENERIC)
+        return _stream_stand_in(shape, rec, get, stream_adapter or _GENERIC, overridden)
 
     def result() -> Any:
-        if rec.failed and not rec.stream:
-            raise _error(rec, allow)
-        return rec.decode_output(allow)
+        value, error = get()
+        if error is not None:
+            raise error
+        return value
 
-    def items() -> list[Any]:
-        value = rec.decode_output(allow)
-        return list(value) if isinstance(value, (list, tuple)) else []
+    def items() -> tuple[list[Any], BaseException | None]:
+        value, error = get()
+        return (list(value) if isinstance(value, (list, tuple)) else []), error
 
     if shape == "async":
 
@@ -39,22 +76,24 @@ def stub_body(shape: Shape, rec: Boundary, allow: tuple[str, ...], stream_adapte
     if shape == "gen":
 
         def gen_body(*args: Any, **kwargs: Any) -> Iterator[Any]:
-            recorded = items()
+            recorded, error = items()
             yield from recorded
-            if rec.failed:
-                raise _error(rec, allow)
-            _past_the_recording(rec, len(recorded))
+            if error is not None:
+                raise error
+            if not overridden:
+                _past_the_recording(rec, len(recorded))
 
         return gen_body
     if shape == "agen":
 
         async def agen_body(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
-            recorded = items()
+            recorded, error = items()
             for item in recorded:
                 yield item
-            if rec.failed:
-                raise _error(rec, allow)
-            _past_the_recording(rec, len(recorded))
+            if error is not None:
+                raise error
+            if not overridden:
+                _past_the_recording(rec, len(recorded))
 
         return agen_body
 
@@ -64,12 +103,13 @@ def stub_body(shape: Shape, rec: Boundary, allow: tuple[str, ...], stream_adapte
     return body
 
 
-def _stream_stand_in(shape: Shape, rec: Boundary, allow: tuple[str, ...], adapter: Any) -> Callable[..., Any]:
+def _stream_stand_in(shape: Shape, rec: Boundary, get: Answer, adapter: Any, overridden: bool) -> Callable[..., Any]:
     def build(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        value = rec.decode_output(allow)
+        value, error = get()
         items = list(value) if isinstance(value, (list, tuple)) else []
-        error = _error(rec, allow) if rec.failed else None
         state = rec.stream_state if rec.stream_state in ("complete", "abandoned", "error") else None
+        if overridden:  # the override is the whole stream
+            state = "error" if error is not None else "complete"
         replayed = StreamReplay(items, error, state, shape == "async", args, dict(kwargs))  # type: ignore[arg-type]
         return adapter.stand_in(replayed)
 

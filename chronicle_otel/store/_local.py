@@ -34,7 +34,7 @@ from typing import Any, Final
 
 from .._internal.digest import payload_digest
 from .._internal.errors import logger
-from .reader import INDEX, MANIFEST, STORE_FORMAT, StoreReader
+from .reader import INDEX, MANIFEST, STORE_FORMAT, StoreReader, _has_replay_column
 
 try:
     import resource
@@ -57,7 +57,8 @@ CREATE TABLE IF NOT EXISTS traces (
     service TEXT,
     span_count INTEGER NOT NULL DEFAULT 0,
     error_count INTEGER NOT NULL DEFAULT 0,
-    updated_ns INTEGER NOT NULL
+    updated_ns INTEGER NOT NULL,
+    replay_of TEXT
 );
 CREATE INDEX IF NOT EXISTS traces_by_start ON traces(start_ns);
 CREATE TABLE IF NOT EXISTS span_lines (
@@ -82,13 +83,14 @@ _OUTER = (
 )
 _UPSERT_TRACE = f"""
 INSERT INTO traces(trace_id, root_span_id, root_name, start_ns, end_ns, status, root_boundary, root_boundary_kind,
-                   boundary_start_ns, service, span_count, error_count, updated_ns)
-VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)
+                   boundary_start_ns, service, span_count, error_count, updated_ns, replay_of)
+VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)
 ON CONFLICT(trace_id) DO UPDATE SET
     span_count = span_count + excluded.span_count,
     error_count = error_count + excluded.error_count,
     updated_ns = excluded.updated_ns,
     service = COALESCE(service, excluded.service),
+    replay_of = COALESCE(replay_of, excluded.replay_of),
     root_span_id = CASE WHEN {_NEW_ROOT} THEN excluded.root_span_id ELSE root_span_id END,
     root_name = CASE WHEN {_NEW_ROOT} THEN excluded.root_name ELSE root_name END,
     start_ns = CASE WHEN {_NEW_ROOT} THEN excluded.start_ns ELSE start_ns END,
@@ -111,6 +113,7 @@ class TraceRecord:
     root: dict[str, Any] | None
     outer_boundary: tuple[str, str, int] | None
     service: str | None
+    replay_of: str | None = None  # ``chronicle.replay.of`` of its spans: the trace id a replay reran
 
 
 class LocalStore(StoreReader):
@@ -159,6 +162,17 @@ class LocalStore(StoreReader):
         db.execute("PRAGMA journal_mode=WAL")
         db.execute(f"PRAGMA synchronous={'FULL' if self.durable else 'NORMAL'}")
         db.executescript(_SCHEMA)
+        if not _has_replay_column(db):  # an index written before replays were told apart
+            db.execute("BEGIN IMMEDIATE")  # another writer upgrading it at the same time waits, then finds it done
+            try:
+                if not _has_replay_column(db):
+                    db.execute("ALTER TABLE traces ADD COLUMN replay_of TEXT")
+                db.execute("COMMIT")
+            except BaseException:
+                if db.in_transaction:
+                    with contextlib.suppress(sqlite3.Error):
+                        db.execute("ROLLBACK")
+                raise
 
     def _segment(self) -> int:
         """This process's open segment, opened (and created) now if needed."""
@@ -353,6 +367,7 @@ class LocalStore(StoreReader):
             rec.span_count,
             rec.error_count,
             now,
+            rec.replay_of,
         )
 
     def put_payload(self, digest: str, data: bytes) -> None:

@@ -8,7 +8,11 @@ Layout::
       spans/<yyyy-mm-dd>/<segment>.jsonl one OTLP/JSON ExportTraceServiceRequest per line, one trace per line
 
 :class:`StoreReader` lists traces, reads a trace's span lines (only that trace's, through the index) and payloads by
-hash. A store directory is untrusted like any trace data: a damaged or tampered index, manifest or segment raises
+hash. A replay recorded into the store (``replay(trace, isolate=False)``) is indexed with the trace id it reran
+(:attr:`TraceSummary.replay_of`) and kept apart from production runs: listed only when asked for, never ``latest``;
+an index written before that distinction lists every trace as a production run.
+
+A store directory is untrusted like any trace data: a damaged or tampered index, manifest or segment raises
 :class:`~chronicle_otel.errors.StoreError`, in bounded time and memory:
 
 - the manifest is read only when it is a regular file of at most :data:`MAX_MANIFEST_BYTES`;
@@ -83,6 +87,7 @@ _PROGRESS_STEPS: Final = 10_000  # SQLite VM instructions between two looks at t
 _SUMMARY_COLUMNS: Final = (
     "trace_id, root_name, root_boundary, root_boundary_kind, start_ns, end_ns, status, service, span_count, error_count"
 )
+_REPLAY_COLUMN: Final = "replay_of"  # an index written by an earlier version lacks it
 
 
 def default_store_path() -> Path:
@@ -110,6 +115,8 @@ class TraceSummary:
         service: ``service.name`` of the process that recorded the root.
         span_count: spans stored for this trace.
         error_count: spans with ERROR status.
+        replay_of: for a replay (a run of :func:`~chronicle_otel.replay` recorded into this store), the trace id of
+            the recorded run it reran (``chronicle.replay.of`` on its spans); None for a production run.
     """
 
     trace_id: str
@@ -122,6 +129,7 @@ class TraceSummary:
     service: str | None
     span_count: int
     error_count: int
+    replay_of: str | None = None
 
     @property
     def duration_ns(self) -> int | None:
@@ -296,42 +304,52 @@ class StoreReader:
             row = db.execute("SELECT 1 FROM payloads WHERE hash=?", (digest,)).fetchone()
         return row is not None
 
-    def list_traces(self, *, limit: int | None = None, failed: bool | None = None) -> list[TraceSummary]:
-        """Recorded traces, most recent first.
+    def list_traces(
+        self, *, limit: int | None = None, failed: bool | None = None, include_replays: bool = False
+    ) -> list[TraceSummary]:
+        """Recorded traces, most recent first; production runs only unless ``include_replays``.
 
         Args:
             limit: at most this many.
             failed: True for traces whose root span failed only, False for the others.
+            include_replays: also list replays recorded into this store (:attr:`TraceSummary.replay_of` set).
         """
-        query = f"SELECT {_SUMMARY_COLUMNS} FROM traces"
+        conditions = []
         if failed is True:
-            query += " WHERE status = 'ERROR'"
+            conditions.append("status = 'ERROR'")
         elif failed is False:
-            query += " WHERE status IS NOT 'ERROR'"
-        query += " ORDER BY COALESCE(start_ns, updated_ns) DESC, trace_id"
+            conditions.append("status IS NOT 'ERROR'")
         params: tuple[int, ...] = ()
-        if limit is not None:
-            query += " LIMIT ?"
-            params = (limit,)
         with self._lock, self._reading():
             db = self._connect(create=False)
             if db is None:
                 return []
+            replays = _has_replay_column(db)  # an index of an earlier version holds production runs only
+            if replays and not include_replays:
+                conditions.append(f"{_REPLAY_COLUMN} IS NULL")
+            query = f"SELECT {_summary_columns(replays)} FROM traces"
+            if conditions:
+                query += " WHERE " + " AND ".join(conditions)
+            query += " ORDER BY COALESCE(start_ns, updated_ns) DESC, trace_id"
+            if limit is not None:
+                query += " LIMIT ?"
+                params = (limit,)
             rows = db.execute(query, params).fetchall()
         return [self._summary(row) for row in rows]
 
     def trace_summary(self, trace_id: str) -> TraceSummary | None:
-        """The summary of one trace, or None when it is not in the store."""
+        """The summary of one trace (a replay too), or None when it is not in the store."""
         with self._lock, self._reading():
             db = self._connect(create=False)
             if db is None:
                 return None
-            row = db.execute(f"SELECT {_SUMMARY_COLUMNS} FROM traces WHERE trace_id=?", (trace_id.lower(),)).fetchone()
+            columns = _summary_columns(_has_replay_column(db))
+            row = db.execute(f"SELECT {columns} FROM traces WHERE trace_id=?", (trace_id.lower(),)).fetchone()
         return self._summary(row) if row else None
 
     def _summary(self, row: tuple[Any, ...]) -> TraceSummary:
         """A :class:`TraceSummary` from an index row, every field checked (the index is untrusted)."""
-        tid, name, boundary, kind, start, end, status, service, spans, errors = row
+        tid, name, boundary, kind, start, end, status, service, spans, errors, replay_of = row
         if (  # the common case in one expression; the checks below name what is wrong
             type(tid) is str
             and _TRACE_ID.match(tid)
@@ -346,13 +364,20 @@ class StoreReader:
             and spans >= 0
             and type(errors) is int
             and errors >= 0
+            and (replay_of is None or type(replay_of) is str)
         ):
-            return TraceSummary(tid, name, boundary, kind, start, end, status, service, spans, errors)
+            return TraceSummary(tid, name, boundary, kind, start, end, status, service, spans, errors, replay_of)
         where = self.path / INDEX
         trace_id = row[0]
         if not (isinstance(trace_id, str) and _TRACE_ID.match(trace_id)):
             raise StoreError(f"a traces row has the trace id {_excerpt(trace_id)}, not 32 lowercase hex digits", where)
-        texts = ("root_name", row[1]), ("root_boundary", row[2]), ("root_boundary_kind", row[3]), ("service", row[7])
+        texts = (
+            ("root_name", row[1]),
+            ("root_boundary", row[2]),
+            ("root_boundary_kind", row[3]),
+            ("service", row[7]),
+            ("replay_of", row[10]),
+        )
         for name, value in texts:
             if value is not None and not isinstance(value, str):
                 raise StoreError(f"trace {trace_id}: {name} is {_excerpt(value)}, not text", where)
@@ -490,6 +515,17 @@ class StoreReader:
 _O_NOFOLLOW: Final[int] = getattr(os, "O_NOFOLLOW", 0)
 _O_NONBLOCK: Final[int] = getattr(os, "O_NONBLOCK", 0)  # opening a named pipe must not wait for a writer
 _O_BINARY: Final[int] = getattr(os, "O_BINARY", 0)
+
+
+def _has_replay_column(db: sqlite3.Connection) -> bool:
+    """True when the index's ``traces`` table has the ``replay_of`` column (an earlier version's index has not)."""
+    row = db.execute("SELECT 1 FROM pragma_table_info('traces') WHERE name = ?", (_REPLAY_COLUMN,)).fetchone()
+    return row is not None
+
+
+def _summary_columns(replays: bool) -> str:
+    """The columns of a :class:`TraceSummary` row; ``replay_of`` reads as NULL from an index without it."""
+    return f"{_SUMMARY_COLUMNS}, {_REPLAY_COLUMN if replays else 'NULL'}"
 
 
 def _excerpt(value: object) -> str:

@@ -4,11 +4,13 @@
 2. Find the run that sold 1,000 shares, and show it as recorded.
 3. Generate its regression test with ``chronicle gen-test``.
 4. Run that test against the old guardrail (it fails) and the fixed one (it passes), with zero model calls.
+5. Ask "what if": replay a good run as if the model had said 100,000 shares, against each guardrail.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import io
 import json
 import os
@@ -43,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"1. Recording {args.runs} runs of {REQUEST!r} (SIMULATED LLM, seeded, temperature 0.7, guardrail v1)")
     print(f"   store: {store.path.resolve()}")
-    bad_trace = None
+    bad_trace = good_trace = None
     for seed in range(args.runs):
         with chronicle.session(user_id=f"u-{seed}", prompt_version="v12"):
             result = agent.run_agent(REQUEST, seed=seed)
@@ -51,6 +53,8 @@ def main(argv: list[str] | None = None) -> int:
         if result.receipt.order.quantity > 100:
             flag = f"   <-- sold ${result.receipt.value:,.0f}, not $1,000"
             bad_trace = bad_trace or store.list_traces(limit=1)[0].trace_id
+        elif result.status == "filled":
+            good_trace = good_trace or store.list_traces(limit=1)[0].trace_id
         print(f"   run {seed}: {result.status:7s} {result.message}{flag}")
     if bad_trace is None:
         print("   no run misread the amount this time; try --runs 12")
@@ -105,9 +109,38 @@ def main(argv: list[str] | None = None) -> int:
         f"{agent.SimulatedLLM.calls - before}"
     )
     print("   " + str(run.report).replace("\n", "\n   "))
-    ok = outcomes == {"v1": 1, "v2": 0} and fixed.status == "blocked"
+    what_if = _what_if(store, good_trace)
+    ok = (
+        outcomes == {"v1": 1, "v2": 0}
+        and fixed.status == "blocked"
+        and what_if in (None, {"v1": "filled", "v2": "blocked"})
+    )
     print("\nThe production failure is now a regression test." if ok else "\nUNEXPECTED: the story did not hold.")
     return 0 if ok else 1
+
+
+def _what_if(store: chronicle.LocalStore, good_trace: str | None) -> dict[str, str] | None:
+    """Step 5: a good run replayed with the model's answer edited, against each guardrail."""
+    if good_trace is None:
+        return None
+    trace = chronicle.load_trace(store, good_trace)
+    recorded = next(b for b in trace.boundaries if b.name == "plan").output
+    print(
+        f"\n5. What if the model had said 100,000 shares? Run {good_trace[:8]}… planned {recorded.quantity} "
+        "shares; replayed with override={'plan[0]': ...quantity=100_000}:"
+    )
+    outcomes = {}
+    for version in ("v1", "v2"):
+        os.environ["STOCK_AGENT_GUARDRAIL"] = version
+        override = {"plan[0]": lambda order: dataclasses.replace(order, quantity=100_000)}
+        with chronicle.replay(trace, override=override, emit_spans=False) as run:
+            result = run.rerun()
+        outcomes[version] = result.status
+        label = "old guardrail (v1)" if version == "v1" else "fixed guardrail (v2)"
+        receipt = result.receipt
+        outcome = receipt.reason if receipt.status == "blocked" else f"sold for ${receipt.value:,.0f}"
+        print(f"   {label:22s} -> {result.status:7s} {outcome}")
+    return outcomes
 
 
 if __name__ == "__main__":

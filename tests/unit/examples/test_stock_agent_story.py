@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -42,6 +43,9 @@ def test_demo_story_end_to_end(tmp_path: Path) -> None:
     assert "fixed guardrail (v2)   -> passes" in out
     assert "simulated model calls during replay: 0" in out
     assert len(list((tmp_path / "reg").glob("test_run_agent_*.py"))) == 1
+    assert "5. What if the model had said 100,000 shares?" in out
+    assert "old guardrail (v1)     -> filled  sold for $19,042,000" in out
+    assert "fixed guardrail (v2)   -> blocked $19,042,000.00 is above the $10,000 limit" in out
 
 
 def test_generated_style_replay_in_process_counts_zero_model_calls(
@@ -63,4 +67,22 @@ def test_generated_style_replay_in_process_counts_zero_model_calls(
     assert run.report.ok, run.report  # no divergence, no unused recording
     assert [f.call_key[-1][0] for f in run.report.drift] == ["finalize"]
     assert {f.call_key[-1][0] for f in run.report.changes} == {"check_order", "place_order", "run_agent"}
+    assert agent.SimulatedLLM.calls == before
+
+
+def test_what_if_the_model_had_said_100000_shares(recorder: Recorder, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STOCK_AGENT_GUARDRAIL", "v2")
+    good = agent.run_agent("Sell $1,000 of MSFT", seed=0)
+    assert good.status == "filled" and good.receipt.order.quantity < 100
+    recorder.config.force_flush()
+    trace = chronicle.load_trace(recorder.store, "latest")
+    before = agent.SimulatedLLM.calls
+    what_if = {"plan[0]": lambda order: dataclasses.replace(order, quantity=100_000)}
+    with chronicle.replay(trace, override=what_if) as run:
+        result = run.rerun()
+    assert result.status == "blocked" and result.receipt.order.quantity == 100_000
+    assert "is above the $10,000 limit" in str(result.receipt.reason)
+    assert [f.call_key for f in run.report.overrides] == [(("run_agent", 0), ("plan", 0))]
+    assert "quantity=100000" in run.report.overrides[0].details[1]
+    assert run.report.ok, run.report
     assert agent.SimulatedLLM.calls == before

@@ -550,3 +550,31 @@ def test_a_generated_test_switches_the_integrations_on_and_replays_offline(
         check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_the_network_guard_refuses_a_live_sdk_call_and_names_its_boundary(
+    recorder: Recorder, servers: tuple[LLMServer, LLMServer], instrumented: None, asynchronous: bool
+) -> None:
+    from chronicle_otel._internal.netguard import find_refusal
+
+    oa, an = servers
+    if asynchronous:
+        order = sdk_agent.order_json(1000)
+        oa.reply_with(Reply("", parsed_json=order), Reply("Async explanation."), Reply("Async summary."))
+        an.reply_with(Reply("Async review."), Reply("Async helper review."))
+        asyncio.run(sdk_agent.arun_agent(sdk_agent.ORDER_REQUEST, oa.url, an.url))
+        trace = chronicle.load_trace(recorder.path, "latest")
+    else:
+        _, trace = _record_sync(recorder, oa, an)
+    before = (oa.count(), an.count())
+    with chronicle.replay(trace, stub=(), live={"kind:llm"}, allow_hosts=()) as run:  # a live model call, no network
+        with pytest.raises(Exception) as caught:
+            run.rerun()
+    refusal = find_refusal(caught.value)
+    assert refusal is not None, repr(caught.value)
+    assert refusal.host == "127.0.0.1" and "(llm)" in refusal.boundary
+    assert (oa.count(), an.count()) == before, "no request reached the servers"
+    network = [f for f in run.report.divergences if f.kind == "network"]
+    assert network and network[0].call_key[-1][0].startswith("openai.")
+    assert not run.report.ok

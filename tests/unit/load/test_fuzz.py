@@ -172,7 +172,7 @@ def seeds(tmp_path: Path) -> Seeds:
         path.write_bytes(data)
         trace = chronicle.load_trace(path, store=store)
         assert len(trace.boundaries) == 5, name
-        assert trace.find("fz.plan")[0].output["order"].data["sku"] == "MSFT", name
+        assert trace.find("fz.plan")[0].output["order"].sku == "MSFT", name
     assert len(chronicle.load_trace(store, trace_id).boundaries) == 5
     return Seeds(files, store, trace_id)
 

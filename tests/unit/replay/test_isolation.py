@@ -67,8 +67,9 @@ def test_a_replay_sends_nothing_to_the_pipeline_and_writes_nothing_to_the_store(
         run.rerun()
         assert run.replay_store is not None
         sandbox = run.replay_store
-        replayed = StoreReader(sandbox).list_traces()
+        replayed = StoreReader(sandbox).list_traces(include_replays=True)
         assert len(replayed) == 1 and replayed[0].root_boundary == "t.agent"  # the replay's own spans, kept apart
+        assert replayed[0].replay_of == trace.trace_id
     assert run.report.ok, run.report
     assert recorder.spans() == []  # the application's exporters saw nothing
     assert [t.trace_id for t in recorder.store.list_traces()] == before

@@ -1,0 +1,97 @@
+"""``chronicle gen-test`` checks selectors and override keys against the trace, and writes what-if overrides and
+extra imports into a test that runs as written."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import chronicle_otel as chronicle
+from chronicle_otel.cli import main
+from tests.conftest import Recorder
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@chronicle.boundary(kind="llm", name="gt.price")
+def price(symbol: str) -> float:
+    return 190.0
+
+
+@chronicle.boundary(kind="agent", name="gt.agent")
+def gt_agent(symbol: str, budget: float = 1000.0) -> str:
+    quantity = int(budget // price(symbol))
+    return "too expensive" if quantity == 0 else f"buy {quantity}"
+
+
+def gen_test(recorder: Recorder, out_dir: Path, *options: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    old = sys.stderr
+    sys.stderr = err
+    try:
+        code = main(["gen-test", "latest", "--store", str(recorder.path), "--out", str(out_dir), *options], out=out)
+    finally:
+        sys.stderr = old
+    return code, out.getvalue(), err.getvalue()
+
+
+def run_pytest(test_file: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CHRONICLE_", "OTEL_"))}
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", test_file, "-q", "-p", "no:cacheprovider", f"--rootdir={REPO}"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("--stub", "kind:lm", "invalid value for --stub: 'kind:lm'; expected one of 'kind:llm'"),
+        ("--stub", "gt.prise", "invalid value for --stub: 'gt.prise'; expected a name or glob matching a recorded"),
+        ("--live", "nothing.*", "invalid value for --live: 'nothing.*'"),
+        ("--override", "gt.prise[0]=1.0", "invalid value for override: 'gt.prise[0]'"),
+        ("--override", "gt.price[0]", "expected KEY=PYTHON_EXPR"),
+        ("--override", "gt.price[0]=1 +", "is not a Python expression"),
+        ("--import", "os.system('x')", "is not one import statement"),
+    ],
+)
+def test_bad_options_write_nothing(recorder: Recorder, tmp_path: Path, option: str, value: str, message: str) -> None:
+    gt_agent("MSFT")
+    recorder.config.force_flush()
+    code, out, err = gen_test(recorder, tmp_path / "out", option, value)
+    assert code == 2 and out == ""
+    assert message in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_override_and_an_import_run_as_written(recorder: Recorder, tmp_path: Path) -> None:
+    gt_agent("MSFT")
+    recorder.config.force_flush()
+    code, out, _err = gen_test(
+        recorder,
+        tmp_path / "out",
+        "--override",
+        "gt.price[0]=lambda recorded: recorded * float(Decimal('10'))",
+        "--import",
+        "from decimal import Decimal",
+        "--expect",
+        "result == 'too expensive'",
+    )
+    assert code == 0
+    test_file = json.loads(out)["test"]
+    source = Path(test_file).read_text()
+    assert "from decimal import Decimal\n" in source
+    assert "override=OVERRIDES" in source and '"gt.price[0]": (' in source
+    proc = run_pytest(test_file)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "1 passed" in proc.stdout
