@@ -102,7 +102,12 @@ def finish_reasons(result: Any) -> tuple[str, ...]:
     """Why the model stopped: ``choices[].finish_reason`` (OpenAI chat) or ``stop_reason`` (Anthropic)."""
     choices = field_of(result, "choices")
     if isinstance(choices, (list, tuple)):
-        return tuple(r for r in (field_of(c, "finish_reason") for c in choices[:64]) if isinstance(r, str))
+        reasons = []
+        for choice in choices[:64]:
+            reason = choice.get("finish_reason") if type(choice) is dict else field_of(choice, "finish_reason")
+            if isinstance(reason, str):
+                reasons.append(reason)
+        return tuple(reasons)
     reason = field_of(result, "stop_reason")
     return (reason,) if isinstance(reason, str) else ()
 

@@ -30,6 +30,7 @@ from ._call_index import enter_frame, next_call_index
 from ._genai import add_openinference_io, request_attributes, response_attributes
 from ._internal.hooks import ReplayExtra
 from ._internal.session_attrs import SESSION_ATTRIBUTES, AttributeValue
+from ._internal.span_attrs import set_clean_attributes
 from ._internal.streams import AsyncStreamDriver, StreamDriver, StreamState
 from ._payloads import Pending, add_exception_event, error_payload, exception_message, put_payload
 from .adapters import RecordingProxy, StreamAdapter, StreamRecorder
@@ -176,7 +177,7 @@ class Call:
                 if self.config.openinference:
                     add_openinference_io(attrs)
                 if attrs:
-                    span.set_attributes(attrs)
+                    set_clean_attributes(span, attrs)
                 config = self.config
                 buffer = config.payload_buffer
                 if config.upload_all:

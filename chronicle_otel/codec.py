@@ -174,10 +174,17 @@ class _Walker:
         if depth >= MAX_DEPTH:
             return _unencodable(value, "nested deeper than MAX_DEPTH")
         ident = id(value)
-        if ident in self.active:
+        active = self.active
+        if ident in active:
             return _unencodable(value, "<cycle>")
-        self.active.add(ident)
+        active.add(ident)
         try:
+            if cls is dict:  # the two containers of every payload, without the encoder lookup
+                return self.mapping(value, depth + 1)
+            if cls is list:
+                walk = self.walk
+                depth += 1
+                return [x if type(x) is str else walk(x, depth) for x in value]
             encoder = _encoder_cache.get(cls)
             if encoder is None:
                 encoder = _find_encoder(cls)  # may run a hostile metaclass's __getattr__ or __subclasscheck__
@@ -185,21 +192,26 @@ class _Walker:
         except Exception as exc:
             return _unencodable(value, _reason(exc))
         finally:
-            self.active.discard(ident)
+            active.discard(ident)
 
     def mapping(self, value: Mapping[Any, Any], depth: int) -> Any:
         redact = self.redact
         if TAG not in value:
             out: dict[str, Any] = {}
             walk = self.walk
+            known = getattr(redact, "known", None) if redact is not None else None  # a key_filter's own cache
             for k, v in value.items():
                 if type(k) is not str:
                     break  # keys that JSON cannot hold: the tagged form below
-                if redact is not None and redact(k):
-                    out[k] = REDACTED
-                    if self.secrets is not None:
-                        collect_secrets(v, self.secrets)
-                    continue
+                if redact is not None:
+                    hit = known.get(k) if known is not None else None
+                    if hit is None:
+                        hit = redact(k)
+                    if hit:
+                        out[k] = REDACTED
+                        if self.secrets is not None:
+                            collect_secrets(v, self.secrets)
+                        continue
                 t = type(v)  # the common JSON scalars inline: this loop runs for every key of every payload
                 if t is str or t is bool or v is None or (t is float and math.isfinite(v)):
                     out[k] = v

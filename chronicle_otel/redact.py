@@ -156,6 +156,7 @@ def key_filter(patterns: Iterable[str] = (DEFAULT_SECRET_PATTERN,)) -> KeyFilter
                 cache[key] = hit
         return hit
 
+    matches.known = cache  # type: ignore[attr-defined]  # the answers so far: the codec reads them inline
     return matches
 
 
