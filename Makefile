@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 ROTEL_VENV := .venv-rotel
 ROTEL_VERSION := 0.0.1a15
 
-.PHONY: install install-services demo test test-unit test-oldest lint format typecheck bench bench-s3-clients clean
+.PHONY: install install-services demo test test-unit test-oldest test-matrix lint format typecheck bench bench-s3-clients clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -65,6 +65,46 @@ $(OLDEST)/.installed: pyproject.toml tests/constraints-oldest.txt
 test-oldest: $(OLDEST)/.installed
 	$(OLDEST)/bin/python -m pytest tests/unit
 
+# The unit suite on every supported Python, each in its own virtualenv (.venv-py3.X, installed as `make install`
+# does), one version after another; one result line per version, each run's whole output in .venv-py3.X/unit.log.
+MATRIX_PYTHONS := 3.10 3.11 3.12 3.13
+MATRIX_VENVS := $(MATRIX_PYTHONS:%=.venv-py%)
+
+# The first interpreter that runs as Python $(1): pyenv's, then PATH's (a pyenv shim of a version that is not
+# selected is on PATH but fails to run), then one under /root/.pyenv; prints nothing when there is none.
+define find_python
+for p in "$$(pyenv root 2>/dev/null)"/versions/$(1)*/bin/python$(1) "$$(command -v python$(1))" \
+	/root/.pyenv/versions/$(1)*/bin/python$(1); do \
+	if [ -x "$$p" ] && "$$p" -c 'import sys; sys.exit(sys.version[:len("$(1).")] != "$(1).")' 2>/dev/null; then \
+		echo "$$p"; break; \
+	fi; \
+done
+endef
+
+.venv-py%/.installed: pyproject.toml
+	@py=$$($(call find_python,$*)); \
+	if [ -z "$$py" ]; then \
+		echo "make: no Python $* found: looked for python$* under \$$(pyenv root)/versions/$**/bin, on PATH and" \
+			"under /root/.pyenv/versions/$**/bin. Install it (pyenv install $*) or put python$* on PATH." >&2; \
+		exit 1; \
+	fi; \
+	echo "$(@D): $$py"; \
+	"$$py" -m venv $(@D)
+	$(@D)/bin/python -m pip install -q --upgrade pip
+	$(@D)/bin/python -m pip install -q -e . --group dev
+	touch $@
+
+test-matrix: $(MATRIX_VENVS:%=%/.installed)
+	@failed=""; \
+	for v in $(MATRIX_PYTHONS); do \
+		log=.venv-py$$v/unit.log; \
+		if .venv-py$$v/bin/python -m pytest tests/unit -q -p no:cacheprovider >$$log 2>&1; then rc=0; else rc=$$?; fi; \
+		result=$$(grep -E '^(=+ )?[0-9]+ (passed|failed|errors?|skipped).* in [0-9.]+s' $$log | tail -n 1); \
+		if [ $$rc -ne 0 ]; then tail -n 300 $$log; failed="$$failed $$v"; fi; \
+		echo "Python $$v: $${result:-no result line, exit $$rc} ($$log)"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "make: the unit suite failed on Python$$failed" >&2; exit 1; fi
+
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -76,8 +116,16 @@ format: install
 typecheck: install
 	$(BIN)/mypy
 
-bench: install $(SEAWEEDFS_VENV)/.installed
-	$(BIN)/python benchmarks/overhead.py
+# The tracing libraries `make bench` compares @boundary with (OpenLLMetry, OpenInference, agent-chronicle), in their
+# own virtualenv: they pull OpenTelemetry instrumentation packages and pins that conflict with the dev tools'.
+PEERS_VENV := .venv-bench-peers
+$(PEERS_VENV)/.installed: pyproject.toml benchmarks/peers_env.sh
+	PYTHON=$(PYTHON) bash benchmarks/peers_env.sh $(PEERS_VENV)
+	touch $@
+
+bench: install $(PEERS_VENV)/.installed $(SEAWEEDFS_VENV)/.installed
+	$(BIN)/python benchmarks/overhead.py --peers-python $(PEERS_VENV)/bin/python $(OVERHEAD_ARGS)
+	$(BIN)/python benchmarks/read_side.py
 	CHRONICLE_TEST_WEED=$(WEED_BIN) $(BIN)/python benchmarks/payload_store.py
 
 # A million boundary spans into a fresh local store, from 1 and 2 threads, under on_full="block" and "drop", plus a
@@ -99,4 +147,4 @@ bench-s3-clients: $(S3BENCH_VENV)/.installed
 	$(S3BENCH_VENV)/bin/python benchmarks/s3_clients.py $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) $(ROTEL_VENV) $(PHOENIX_VENV) $(SEAWEEDFS_VENV) $(S3BENCH_VENV) $(OLDEST) .pytest_cache .mypy_cache .ruff_cache .hypothesis .benchmarks
+	rm -rf $(VENV) $(ROTEL_VENV) $(PHOENIX_VENV) $(SEAWEEDFS_VENV) $(S3BENCH_VENV) $(OLDEST) $(MATRIX_VENVS) $(PEERS_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .benchmarks

@@ -71,11 +71,16 @@ class call:
         return value
 
     def __enter__(self) -> call:
-        replay = hooks.REPLAY.get()
+        replay = hooks.current_replay()
+        extra = None
         if replay is not None:
             self._replay_state = replay.enter_block(self._spec, self._input)
             self._replay = replay
-        c = begin(self._spec, None, None, (), {}, None)
+            if not getattr(self._replay_state, "record", True):  # a replay that emits no spans of its own
+                self._call = None
+                return self
+            extra = getattr(self._replay_state, "extra", None)
+        c = begin(self._spec, None, None, (), {}, extra)
         if c is not None:
             c.record_input(self._input)
             self._token = c.attach()

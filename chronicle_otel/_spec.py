@@ -16,6 +16,7 @@ import inspect
 import warnings
 from collections.abc import Callable, Mapping
 from enum import Enum
+from types import MethodType
 from typing import TYPE_CHECKING, Any
 
 import wrapt
@@ -23,7 +24,7 @@ import wrapt
 from . import semconv
 from ._genai import OPENINFERENCE_SPAN_KINDS, attribute_scalar, request_parameters, static_attributes
 from ._internal import hooks
-from ._internal.binding import Binder, SelectingBinder
+from ._internal.binding import Binder, SelectingBinder, classmethod_class, may_be_classmethod
 from ._internal.errors import handle_internal_errors
 from ._internal.hooks import ReplayExtra, Shape
 from ._internal.names import module_name
@@ -217,9 +218,17 @@ class Spec:
 
 def _wrapper(spec: Spec) -> Callable[[Callable[..., Any], Any, tuple[Any, ...], dict[str, Any]], Any]:
     runner = spec.runner
+    raw = spec.raw
+    member = raw is not None and may_be_classmethod(raw)
 
     def wrapper(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        replay = hooks.REPLAY.get()
+        if member and instance is None and args and wrapped is raw:
+            # Under @classmethod on Python 3.13+, the class arrives as the first argument: bind it as wrapt does
+            # on older versions, so ``cls`` is never recorded and replay sees the same call.
+            cls = classmethod_class(raw, args[0])
+            if cls is not None:
+                instance, wrapped, args = cls, MethodType(raw, cls), args[1:]
+        replay = hooks.REPLAY.get() or (hooks.current_replay() if hooks._ACTIVE else None)
         if replay is not None:
             return replay.call(spec, wrapped, instance, args, kwargs)
         return runner(spec, wrapped, instance, args, kwargs, None)

@@ -587,7 +587,23 @@ def decode(data: bytes | str, *, allow: AllowList = ()) -> Any:
         tree = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
         raise CodecError(f"not chronicle-json: {exc}") from None
+    if _untagged(data):
+        return tree  # plain JSON within the depth bound: decoding would copy it unchanged
     return decode_value(tree, allow=allow)
+
+
+def _untagged(data: bytes | str) -> bool:
+    """True when ``data`` holds no type tag and nests no deeper than :data:`MAX_DECODE_DEPTH`.
+
+    It opens no more objects and arrays than that; a tag spelled with escapes would show a backslash-u, so none may.
+    """
+    if isinstance(data, str):  # a one-character search is a memchr: the longer ones run only when it finds one
+        if ("$" in data and TAG in data) or ("\\" in data and "\\u" in data):
+            return False
+        return data.count("{") + data.count("[") <= MAX_DECODE_DEPTH
+    if (b"$" in data and b"$type" in data) or (b"\\" in data and b"\\u" in data):
+        return False
+    return data.count(b"{") + data.count(b"[") <= MAX_DECODE_DEPTH
 
 
 def decode_value(tree: Any, *, allow: AllowList = ()) -> Any:

@@ -32,6 +32,7 @@ __all__ = [
     "CHRONICLE_REDACT_KEYS",
     "CHRONICLE_REDACT_VALUES",
     "CHRONICLE_SESSION",
+    "CHRONICLE_STORE_COMPRESS",
     "CHRONICLE_STORE_KEEP",
     "CHRONICLE_STORE_MAX_DELAY",
     "CHRONICLE_QUEUE_ON_FULL",
@@ -207,6 +208,15 @@ CHRONICLE_FLUSH_ON_SIGNALS: Final = "CHRONICLE_FLUSH_ON_SIGNALS"
 
 ``false`` leaves SIGTERM and SIGINT alone: spans are then flushed at exit only (a SIGTERM's default action skips
 ``atexit``). Default: true.
+"""
+
+CHRONICLE_STORE_COMPRESS: Final = "CHRONICLE_STORE_COMPRESS"
+"""
+.. envvar:: CHRONICLE_STORE_COMPRESS
+
+Whether the local store writes span lines and payloads as zstd frames (span lines with a dictionary the store trains
+on its first lines): ``true`` (the default) or ``false`` (plain JSON lines, readable with ``grep``). A store holds
+both kinds alike; readers need ``zstandard`` installed for compressed data.
 """
 
 CHRONICLE_STORE_KEEP: Final = "CHRONICLE_STORE_KEEP"

@@ -18,7 +18,7 @@ import dataclasses
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
@@ -30,6 +30,19 @@ __all__ = ["Boundary", "CallKey", "Payload", "ReplayedError", "SpanRecord", "Tra
 
 CallKey = tuple[tuple[str, int], ...]
 """The chain of ``(boundary name, call index)`` from the root boundary down to a call."""
+
+_T = TypeVar("_T")
+
+
+def _frozen(cls: type[_T], fields: dict[str, Any]) -> _T:
+    """An instance of the frozen dataclass ``cls`` holding ``fields`` (every field of it, checked by the caller).
+
+    What the generated ``__init__`` does, without one ``object.__setattr__`` per field: loading builds a span record
+    and a boundary per span, and that call was most of their cost. ``fields`` becomes the instance's namespace.
+    """
+    obj = object.__new__(cls)
+    object.__setattr__(obj, "__dict__", fields)
+    return obj
 
 
 @dataclasses.dataclass(frozen=True)

@@ -92,9 +92,9 @@ def _option(config: pytest.Config, name: str, env_var: str | None = None) -> str
 
 def _resolve(source: Any, request: pytest.FixtureRequest) -> Path:
     path = Path(source)
-    if path.is_absolute() or path.exists():
+    if path.is_absolute():
         return path
-    candidates = [Path(request.node.path).parent / path]
+    candidates = [Path(request.node.path).parent / path, path]
     traces = _option(request.config, "chronicle_traces")
     if traces:
         candidates.append(Path(traces) / path)
@@ -103,6 +103,15 @@ def _resolve(source: Any, request: pytest.FixtureRequest) -> Path:
         if candidate.exists():
             return candidate
     return path
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Give the fixture to every test with the marker: the marker alone never leaves a test unreplayed."""
+    for item in items:
+        if item.get_closest_marker("chronicle_replay") is not None:
+            names = getattr(item, "fixturenames", None)
+            if isinstance(names, list) and "chronicle_replay" not in names:
+                names.append("chronicle_replay")
 
 
 @pytest.hookimpl(wrapper=True)
@@ -138,6 +147,15 @@ def chronicle_replay(request: pytest.FixtureRequest) -> Iterator[ReplayRun]:
     if marker is None:
         pytest.fail('the chronicle_replay fixture needs @pytest.mark.chronicle_replay("trace.jsonl", ...)', False)
     kwargs = dict(marker.kwargs)
+    if len(marker.args) > 2:
+        pytest.fail(
+            "@pytest.mark.chronicle_replay takes the trace source and a trace id as positional arguments; "
+            "give the options by name (stub=..., live=...)",
+            False,
+        )
+    for i, name in enumerate(("source", "trace_id")):
+        if len(marker.args) > i and name in kwargs:
+            pytest.fail(f"@pytest.mark.chronicle_replay: {name} given both by position and by name", False)
     source = marker.args[0] if marker.args else kwargs.pop("source", None)
     if source is None:
         pytest.fail("@pytest.mark.chronicle_replay needs the trace source as its first argument", False)

@@ -4,6 +4,10 @@ The signature is read once, when decorating; a call to a function without ``*arg
 bound by zipping the positional names (no :meth:`inspect.Signature.bind`). Binding never raises:
 arguments that do not fit the signature (the call will fail with the function's own ``TypeError``)
 are recorded as ``{"args": [...], "kwargs": {...}}``.
+
+:func:`classmethod_class` finds the class of a call that came through ``@classmethod`` wrapped around a
+boundary: from Python 3.13 on, a classmethod no longer hands its binding to the ``__get__`` of what it
+wraps, so the wrapper is called as a plain function with the class as its first argument.
 """
 
 from __future__ import annotations
@@ -14,6 +18,36 @@ from typing import Any
 
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 _VARIADIC = {inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD}
+_MAX_UNWRAP = 32
+
+
+def may_be_classmethod(func: Callable[..., Any]) -> bool:
+    """Whether ``func`` was defined inside a class or function body (its qualified name is dotted): only such a
+    function can sit under ``@classmethod`` in a class body. Read once, when decorating."""
+    return "." in str(getattr(func, "__qualname__", ""))
+
+
+def classmethod_class(func: Callable[..., Any], first: Any) -> type | None:
+    """``first`` when it is a class that holds, under ``func``'s name in itself or a base, a classmethod wrapping
+    ``func`` (directly or through decorators that set ``__wrapped__``): the call came through that classmethod, and
+    ``first`` is its ``cls``. None otherwise, and never raises."""
+    if not isinstance(first, type):
+        return None
+    try:
+        name = func.__name__
+        for klass in first.__mro__:
+            member = vars(klass).get(name)
+            if isinstance(member, classmethod):
+                inner: Any = member.__func__
+                for _ in range(_MAX_UNWRAP):
+                    if inner is func:
+                        return first
+                    inner = getattr(inner, "__wrapped__", None)
+                    if inner is None:
+                        break
+    except Exception:
+        return None
+    return None
 
 
 class Binder:

@@ -113,6 +113,35 @@ class ReplayHook(Protocol):
 #: The active replay of this context, or None.
 REPLAY: contextvars.ContextVar[ReplayHook | None] = contextvars.ContextVar("chronicle_replay", default=None)
 
+#: Replays active anywhere in the process, oldest first: a thread that did not inherit the context of the one that
+#: entered the replay (a thread pool, ``run_in_executor``) still answers to the latest of them.
+_ACTIVE: list[ReplayHook] = []
+
+
+def current_replay() -> ReplayHook | None:
+    """The replay of this context; else, in a thread without it, the replay entered last in the process."""
+    hook = REPLAY.get()
+    if hook is None and _ACTIVE:
+        with _lock:
+            return _ACTIVE[-1] if _ACTIVE else None
+    return hook
+
+
+def activate(hook: ReplayHook) -> None:
+    """``hook`` starts: calls in threads without its context answer to it too."""
+    with _lock:
+        _ACTIVE.append(hook)
+
+
+def deactivate(hook: ReplayHook) -> None:
+    """``hook`` ends."""
+    with _lock:
+        for i in range(len(_ACTIVE) - 1, -1, -1):
+            if _ACTIVE[i] is hook:
+                del _ACTIVE[i]
+                break
+
+
 #: Boundary name -> weak references to the wrapped callables defined under that name, oldest first.
 _BOUNDARIES: dict[str, list[weakref.ref[Any]]] = {}
 #: Top-level packages (``"examples."``) of the modules that ever defined a boundary in this process.

@@ -68,15 +68,20 @@ _MISSING: Final = object()
 
 
 def _parse_ip(host: str) -> _IPAddress | None:
-    """The address ``host`` spells (IPv6 zone id dropped), or None when it is a name."""
+    """The address ``host`` spells (an IPv6 zone id dropped), or None when it is a name.
+
+    Only an IPv6 address has a zone: ``127.0.0.1%x.test`` is a name to the system resolver, and stays one here.
+    """
     try:
-        return ipaddress.ip_address(host.partition("%")[0])
+        return ipaddress.ip_address(host.partition("%")[0] if ":" in host else host)
     except ValueError:
         return None
 
 
 def _normal_name(name: str) -> str:
-    return name.rstrip(".").lower()
+    # A trailing dot is kept: "localhost." is a fully qualified name the system resolver sends to DNS, while
+    # "localhost" is answered from /etc/hosts.
+    return name.lower()
 
 
 class AllowList:
@@ -300,8 +305,8 @@ def _remember(guards: tuple[NetworkGuard, ...], hosts: Iterable[object]) -> None
 
 
 def _as_text(host: object) -> str | None:
-    if isinstance(host, bytes):
-        return host.decode("ascii", "replace")
+    if isinstance(host, (bytes, bytearray, memoryview)):
+        return bytes(host).decode("ascii", "replace")
     return host if isinstance(host, str) else None
 
 
@@ -370,9 +375,24 @@ def _make_gethostbyname_ex(original: Callable[..., Any]) -> Callable[..., Any]:
     return gethostbyname_ex
 
 
+def _loopback(host: object) -> _IPAddress | None:
+    """The loopback address ``host`` spells, or None."""
+    text = _as_text(host)
+    address = _parse_ip(text) if text is not None else None
+    if address is not None and isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return address if address is not None and address.is_loopback else None
+
+
 def _make_gethostbyaddr(original: Callable[..., Any]) -> Callable[..., Any]:
     def gethostbyaddr(ip_address: Any) -> Any:
-        _check_lookup(ip_address)
+        if _active:
+            # A reverse lookup asks DNS (a PTR query) even for this machine's addresses: loopback is answered
+            # here, anything else must be allowed.
+            looped = _loopback(ip_address)
+            if looped is not None:
+                return ("localhost", [], [str(looped)])
+            _check_lookup(ip_address)
         return original(ip_address)
 
     return gethostbyaddr
@@ -380,8 +400,13 @@ def _make_gethostbyaddr(original: Callable[..., Any]) -> Callable[..., Any]:
 
 def _make_getnameinfo(original: Callable[..., Any]) -> Callable[..., Any]:
     def getnameinfo(sockaddr: Any, flags: Any) -> Any:
-        if isinstance(sockaddr, tuple) and len(sockaddr) >= 2:
-            _check_lookup(sockaddr[0], sockaddr[1] if isinstance(sockaddr[1], int) else None)
+        if _active and isinstance(sockaddr, tuple) and len(sockaddr) >= 2:
+            numeric = isinstance(flags, int) and flags & socket.NI_NUMERICHOST
+            if not numeric:
+                if _loopback(sockaddr[0]) is not None:  # answered here, as gethostbyaddr
+                    service = original(sockaddr, flags | socket.NI_NUMERICHOST)[1]
+                    return ("localhost", service)
+                _check_lookup(sockaddr[0], sockaddr[1] if isinstance(sockaddr[1], int) else None)
         return original(sockaddr, flags)
 
     return getnameinfo
@@ -393,6 +418,24 @@ def _make_connect(original: Callable[..., Any]) -> Callable[..., Any]:
         return original(self, address)
 
     return connect
+
+
+def _make_sendto(original: Callable[..., Any]) -> Callable[..., Any]:
+    def sendto(self: socket.socket, data: Any, *rest: Any) -> Any:
+        if rest:  # (address) or (flags, address): a datagram, or a TCP Fast Open connection
+            _check_connect(self, rest[-1])
+        return original(self, data, *rest)
+
+    return sendto
+
+
+def _make_sendmsg(original: Callable[..., Any]) -> Callable[..., Any]:
+    def sendmsg(self: socket.socket, buffers: Any, *rest: Any) -> Any:
+        if len(rest) >= 3 and rest[2] is not None:  # ancdata, flags, address
+            _check_connect(self, rest[2])
+        return original(self, buffers, *rest)
+
+    return sendmsg
 
 
 def _make_connect_ex(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -411,6 +454,8 @@ _PATCHES: Final[tuple[tuple[object, str, Callable[[Callable[..., Any]], Callable
     (socket, "getnameinfo", _make_getnameinfo),
     (socket.socket, "connect", _make_connect),
     (socket.socket, "connect_ex", _make_connect_ex),
+    (socket.socket, "sendto", _make_sendto),
+    *(((socket.socket, "sendmsg", _make_sendmsg),) if hasattr(socket.socket, "sendmsg") else ()),
 )
 
 

@@ -21,6 +21,7 @@ import orjson
 from opentelemetry.trace import SpanKind, StatusCode
 
 from .. import semconv
+from .gc_pause import gc_paused
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.resources import Resource
@@ -315,9 +316,16 @@ def spans_to_request(
     """
     replaced = attributes or {}
     by_resource: dict[bytes, tuple[Mapping[str, Any], dict[str, list[dict[str, Any]]]]] = {}
+    seen: dict[int, tuple[Mapping[str, Any], bytes]] = {}  # spans read from one request share its resource
     for span in spans:
-        res_key = orjson.dumps(dict(span.resource), option=orjson.OPT_SORT_KEYS, default=str)
-        _, scopes = by_resource.setdefault(res_key, (span.resource, {}))
+        resource = span.resource
+        known = seen.get(id(resource))
+        if known is not None and known[0] is resource:
+            res_key = known[1]
+        else:
+            res_key = orjson.dumps(dict(resource), option=orjson.OPT_SORT_KEYS, default=str)
+            seen[id(resource)] = (resource, res_key)
+        _, scopes = by_resource.setdefault(res_key, (resource, {}))
         scopes.setdefault(span.scope, []).append(record_dict(span, replaced.get(span.span_id)))
     return {
         "resourceSpans": [
@@ -335,21 +343,27 @@ def spans_to_request(
 def write_trace_file(trace: Trace, path: str | os.PathLike[str]) -> Path:
     """Write ``trace`` as a portable OTLP/JSON file with its whole payloads inlined (see ``Trace.save``).
 
-    Linear in the size of the trace: the whole payloads are gathered per span once.
+    Linear in the size of the trace: only spans whose payload was rehydrated get new attributes, and the document is
+    encoded once.
     """
     whole: dict[str, dict[str, Any]] = {}
-    for b in trace.boundaries:
-        for keys, payload in zip(semconv.PAYLOAD_KEYS, (b.raw_input, b.raw_output, b.raw_error)):  # noqa: B905
-            if payload is not None and payload.complete:
+    with gc_paused():  # one object per attribute of every span, and no cycles
+        for b in trace.boundaries:
+            for keys, payload in zip(semconv.PAYLOAD_KEYS, (b.raw_input, b.raw_output, b.raw_error)):  # noqa: B905
+                if payload is None or not payload.complete:
+                    continue
                 attrs = whole.get(b.span_id)
+                current = attrs if attrs is not None else b.span.attributes
+                if current.get(keys.text) == payload.text and keys.truncated not in current:
+                    continue  # the span holds it whole already
                 if attrs is None:
                     attrs = whole[b.span_id] = dict(b.span.attributes)
                 attrs[keys.text] = payload.text
                 attrs.pop(keys.truncated, None)
+        data = orjson.dumps(spans_to_request(trace.spans, whole)) + b"\n"
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    data = orjson.dumps(spans_to_request(trace.spans, whole)) + b"\n"
     tmp = target.with_name(f".{target.name}.tmp")
-    tmp.write_bytes(gzip.compress(data) if target.suffix == ".gz" else data)
+    tmp.write_bytes(gzip.compress(data, compresslevel=6) if target.suffix == ".gz" else data)
     os.replace(tmp, target)
     return target

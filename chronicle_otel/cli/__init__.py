@@ -1,17 +1,24 @@
-"""The ``chronicle`` command: list and show recorded traces, and turn one into a regression test.
+"""The ``chronicle`` command: find a recorded run, inspect it, compare it, and turn it into a regression test.
 
 Usage::
 
-    chronicle list [--store DIR] [--failed] [--replays] [-n 20]
-    chronicle show TRACE_ID [--store DIR | --file trace.jsonl]
-    chronicle gen-test TRACE_ID [--store DIR | --file F] [--out tests/regressions] [--stub kind:llm] [--live NAME]
-                                [--expect "result.status == 'blocked'"] [--name SLUG]
-    chronicle pull TRACE_ID --from SOURCE -o incident.jsonl [--wait 30s] [--allow-incomplete]
-    chronicle gc [--store DIR] [--success-rate 0.1] [--max-age 30d] [--max-size 2GB] [--dry-run]
+    chronicle list [--failed] [--root NAME] [--where session.KEY=VALUE] [--since 2h] [--contains TEXT]
+                   [--replays] [-n 20] [--json] [PREFIX]
+    chronicle show TRACE_ID [--full] [--boundary NAME_OR_KEY] [--json]
+    chronicle diff A [B] [--json]
+    chronicle gen-test TRACE_ID [--out tests/regressions] [--stub kind:llm] [--live NAME]
+                                [--expect "result.status == 'blocked'"] [--import STATEMENT] [--name SLUG] [--json]
+    chronicle pull TRACE_ID --from SOURCE -o incident.jsonl [--wait 30s] [--allow-incomplete] [--json]
+    chronicle gc [--success-rate 0.1] [--max-age 30d] [--max-size 2GB] [--dry-run]
 
-``TRACE_ID`` is 32 hex digits, or ``latest`` / ``latest-failed`` for the store. Replays recorded into the store
-(``replay(trace, isolate=False)``) are kept apart: ``list`` shows them only with ``--replays`` (marked ``replay of``
-and the recorded trace id), ``latest`` and ``latest-failed`` never pick one, and ``show`` labels one by its id.
+Every command reading a trace takes ``--store DIR`` (default ``$CHRONICLE_HOME``, else ``./.chronicle``) or
+``--file trace.jsonl``. ``TRACE_ID`` is 32 hex digits, a unique prefix of at least 4 of them (``17b55ba4``), or
+``latest`` / ``latest-failed``. Replays recorded into the store (``replay(trace, isolate=False)``) are kept apart:
+``list`` shows them only with ``--replays`` (marked ``replay of`` and the recorded trace id), ``latest`` and
+``latest-failed`` never pick one, ``show`` labels one, and ``diff REPLAY`` compares it with the run it replays.
+
+Output is plain text in a pipe, coloured on a terminal (unless ``NO_COLOR`` is set), and JSON with ``--json``; a
+reader that stops early (``chronicle show ID | head -1``) ends the command quietly.
 """
 
 from __future__ import annotations

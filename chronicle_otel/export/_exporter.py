@@ -350,7 +350,7 @@ class ChronicleExporter(SpanExporter):
             attrs = span.attributes or {}
             name = attrs.get(semconv.BOUNDARY_NAME)
             start = span.start_time or 0
-            if isinstance(name, str) and outer is None:  # a replay marks every boundary span: the first one tells
+            if replay_of is None:  # a replay marks its spans (boundaries and call(...) blocks): any one tells
                 of = attrs.get(semconv.REPLAY_OF)
                 replay_of = of if isinstance(of, str) and of else None
             if isinstance(name, str) and (outer is None or start < outer[2]):

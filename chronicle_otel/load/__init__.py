@@ -43,6 +43,7 @@ API:
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -50,6 +51,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from .._internal.gc_pause import gc_paused
 from ..environment_variables import CHRONICLE_PAYLOADS
 from ..errors import TraceLoadError
 from ..model import SpanRecord, Trace
@@ -174,31 +176,35 @@ def load_trace(
         StoreError: a store directory is damaged, or the object store cannot be reached.
         ConfigError: the payload store setting is malformed.
     """
-    payloads = _payload_store(store)
-    if isinstance(source, str) and "://" in source:
-        source = source_for(source, limits=limits)
-    if isinstance(source, StoreReader) or (not isinstance(source, TraceSource) and is_store(source)):
-        local = source if isinstance(source, StoreReader) else StoreReader(source)
-        spans, chosen = select_from_store(local, trace_id)
-        return assemble(spans, chosen, str(local.path), _sources(payloads, local), allow)
-    if isinstance(source, TraceSource):
-        spans_iter = source.spans(trace_id, progress) if progress is not None else source.spans(trace_id)
-        return assemble(spans_iter, trace_id, repr(source), _sources(payloads, None), allow)
-    path = Path(source)
-    if path.is_dir():
-        files = _trace_files(_named_like_traces(path), path)
-        if not files:
-            raise TraceLoadError("a directory that is not a chronicle store", source=path, expected=_DIRECTORY)
-        return assemble(_read_all(files, limits), trace_id, str(path), _sources(payloads, None), allow)
-    if not path.exists() and _is_pattern(os.fspath(source)):
-        pattern = os.fspath(source)
-        files = _trace_files((Path(p) for p in glob.iglob(pattern)), pattern)
-        if not files:
-            raise TraceLoadError("no file matches the pattern", source=pattern)
-        return assemble(_read_all(files, limits), trace_id, pattern, _sources(payloads, None), allow)
-    if not path.exists():
-        raise TraceLoadError("no such file or store", source=path)
-    return assemble(read_path(path, limits=limits), trace_id, str(path), _sources(payloads, None), allow)
+    with contextlib.ExitStack() as opened:  # the stores opened here are closed once the trace is built
+        payloads = _payload_store(store, opened)
+        if isinstance(source, str) and "://" in source:
+            source = source_for(source, limits=limits)
+        if isinstance(source, StoreReader) or (not isinstance(source, TraceSource) and is_store(source)):
+            local = source if isinstance(source, StoreReader) else StoreReader(source)
+            if local is not source:
+                opened.callback(local.close)
+            with gc_paused():  # one pause for reading and building: the spans read are not collected in between
+                spans, chosen = select_from_store(local, trace_id)
+                return assemble(spans, chosen, str(local.path), _sources(payloads, local, opened), allow)
+        if isinstance(source, TraceSource):
+            spans_iter = source.spans(trace_id, progress) if progress is not None else source.spans(trace_id)
+            return assemble(spans_iter, trace_id, repr(source), _sources(payloads, None, opened), allow)
+        path = Path(source)
+        if path.is_dir():
+            files = _trace_files(_named_like_traces(path), path)
+            if not files:
+                raise TraceLoadError("a directory that is not a chronicle store", source=path, expected=_DIRECTORY)
+            return assemble(_read_all(files, limits), trace_id, str(path), _sources(payloads, None, opened), allow)
+        if not path.exists() and _is_pattern(os.fspath(source)):
+            pattern = os.fspath(source)
+            files = _trace_files((Path(p) for p in glob.iglob(pattern)), pattern)
+            if not files:
+                raise TraceLoadError("no file matches the pattern", source=pattern)
+            return assemble(_read_all(files, limits), trace_id, pattern, _sources(payloads, None, opened), allow)
+        if not path.exists():
+            raise TraceLoadError("no such file or store", source=path)
+        return assemble(read_path(path, limits=limits), trace_id, str(path), _sources(payloads, None, opened), allow)
 
 
 MAX_TRACE_FILES = 10_000
@@ -260,9 +266,9 @@ def _read_all(files: Sequence[Path], limits: LoadLimits | None) -> Iterator[Span
         yield from read_path(path, limits=bounds)
 
 
-def _sources(explicit: list[PayloadSource], local: StoreReader | None) -> PayloadSources:
+def _sources(explicit: list[PayloadSource], local: StoreReader | None, opened: contextlib.ExitStack) -> PayloadSources:
     """Where cut payloads are looked for, in order: the stores given (or ``$CHRONICLE_PAYLOADS``), the store
-    being read, the default local store."""
+    being read, the default local store (opened here, closed with ``opened``)."""
     chain = list(explicit)
     if local is not None and all(s is not local for s in chain):
         chain.append(local)
@@ -271,14 +277,16 @@ def _sources(explicit: list[PayloadSource], local: StoreReader | None) -> Payloa
         if is_store(default) and not any(
             isinstance(s, StoreReader) and s.path.resolve() == default.resolve() for s in chain
         ):
-            chain.append(StoreReader(default))
+            chain.append(opened.enter_context(contextlib.closing(StoreReader(default))))
     whole = local if local is not None else next((s for s in chain if isinstance(s, StoreReader)), None)
     return PayloadSources(chain, whole)
 
 
 def _payload_store(
     store: PayloadSource | str | os.PathLike[str] | Sequence[PayloadSource | str | os.PathLike[str]] | None,
+    opened: contextlib.ExitStack,
 ) -> list[PayloadSource]:
+    """The payload stores ``store`` names; those opened here from a URL or a directory are closed with ``opened``."""
     if store is None:
         configured = os.environ.get(CHRONICLE_PAYLOADS, "").strip()
         if not configured or configured == "local":
@@ -290,7 +298,11 @@ def _payload_store(
     chain: list[PayloadSource] = []
     for item in items:
         if isinstance(item, (str, os.PathLike)):
-            chain.append(open_payload_store(item))
+            named = open_payload_store(item)
+            close = getattr(named, "close", None)
+            if callable(close):
+                opened.callback(close)
+            chain.append(named)
         elif callable(getattr(item, "get_payload", None)):
             chain.append(item)
         else:

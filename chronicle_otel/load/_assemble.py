@@ -8,15 +8,18 @@ chains are walked without recursion and every count is bounded (the data is untr
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from operator import attrgetter
 from typing import Any, Final
 
 import orjson
 
 from .. import semconv
+from .._internal import trace_ids
 from .._internal.digest import payload_digest, text_digest
+from .._internal.gc_pause import gc_paused
 from ..codec import CODEC_VERSION
 from ..errors import ChronicleError, TraceLoadError, TraceNotFoundError
-from ..model import Boundary, Payload, SpanRecord, Trace, format_key
+from ..model import Boundary, Payload, SpanRecord, Trace, _frozen, format_key
 from ..store.payloads import PayloadSource
 from ..store.reader import StoreReader
 from ._otlp import merge, spans_of_request
@@ -95,7 +98,7 @@ def _boundary(
     source: str = "",
 ) -> Boundary | None:
     attrs = span.attributes
-    name = attrs.get(semconv.BOUNDARY_NAME)
+    name = attrs.get(_NAME)
     if not isinstance(name, str):
         return None
     where = span.origin or source
@@ -118,37 +121,53 @@ def _boundary(
         raise TraceLoadError(
             f"span {span.span_id}: boundaries nest deeper than {MAX_BOUNDARY_DEPTH} levels", source=where or None
         )
-    key = (*(parent.call_key if parent else ()), (name, index))
-    payloads = []
+    key = (*parent.call_key, (name, index)) if parent is not None else ((name, index),)
+    payloads: list[Payload | None] = []
     for keys in semconv.PAYLOAD_KEYS:
+        text = attrs.get(keys.text)
+        if text is None:
+            payloads.append(None)
+            continue
+        digest = attrs.get(keys.hash)
+        if type(text) is str and type(digest) is str and text_digest(text) == digest:  # whole and verified
+            payloads.append(_frozen(Payload, {"text": text, "digest": digest, "status": "ok"}))
+            continue
         payload, warning = payload_from_span(attrs, keys, fetch, where=f"{where} (span {span.span_id})")
         payloads.append(payload)
         if warning:
             warnings.append(f"boundary {format_key(key)}: {warning}")
-    n = len(semconv.SESSION_PREFIX)
     state = attrs.get(semconv.STREAM_STATE)
     kind = attrs.get(semconv.BOUNDARY_KIND, "custom")
     function = attrs.get(semconv.CODE_FUNCTION)
-    return Boundary(
-        name=name,
-        kind=kind if isinstance(kind, str) else "custom",
-        call_index=index,
-        call_key=key,
-        span_id=span.span_id,
-        parent=parent,
-        session={k[n:]: v for k, v in attrs.items() if k.startswith(semconv.SESSION_PREFIX)},
-        start_ns=span.start_ns,
-        end_ns=span.end_ns,
-        status=span.status,
-        stream=attrs.get(semconv.STREAM) in (True, "true"),  # Zipkin tags are strings
-        stream_state=state if isinstance(state, str) else None,
-        function=function if isinstance(function, str) else None,
-        raw_input=payloads[0],
-        raw_output=payloads[1],
-        raw_error=payloads[2],
-        span=span,
-        allow=allow,
+    return _frozen(  # every field of Boundary, as its __init__ would set them
+        Boundary,
+        {
+            "name": name,
+            "kind": kind if isinstance(kind, str) else "custom",
+            "call_index": index,
+            "call_key": key,
+            "span_id": span.span_id,
+            "parent": parent,
+            "session": {k[_SESSION_CUT:]: v for k, v in attrs.items() if k.startswith(_SESSION)},
+            "start_ns": span.start_ns,
+            "end_ns": span.end_ns,
+            "status": span.status,
+            "stream": attrs.get(semconv.STREAM) in (True, "true"),  # Zipkin tags are strings
+            "stream_state": state if isinstance(state, str) else None,
+            "function": function if isinstance(function, str) else None,
+            "raw_input": payloads[0],
+            "raw_output": payloads[1],
+            "raw_error": payloads[2],
+            "span": span,
+            "allow": allow,
+        },
     )
+
+
+_NAME: Final = semconv.BOUNDARY_NAME
+_SESSION: Final = semconv.SESSION_PREFIX
+_SESSION_CUT: Final = len(semconv.SESSION_PREFIX)
+_SPAN_ORDER: Final = attrgetter("start_ns", "end_ns", "span_id")
 
 
 def _shown(value: Any) -> str:
@@ -178,7 +197,7 @@ def build_trace(
     Raises:
         TraceLoadError: a boundary span is malformed (unknown codec, bad call index, nesting too deep).
     """
-    ordered = sorted(spans, key=lambda s: (s.start_ns, s.end_ns, s.span_id))
+    ordered = sorted(spans, key=_SPAN_ORDER)
     by_id = {s.span_id: s for s in ordered}
     allow_t = tuple(allow) if allow is not None else None
     warnings: list[str] = []
@@ -190,7 +209,22 @@ def build_trace(
     key_entries = 0
 
     for first in ordered:
-        if first.span_id in built:
+        span_id = first.span_id
+        if span_id in built:
+            continue
+        span = by_id[span_id]
+        parent_id = span.parent_span_id
+        if parent_id is None or parent_id in up or parent_id not in by_id:
+            # The common case, the parent built already (it started first) or none in the trace: no walk.
+            above = up.get(parent_id) if parent_id is not None else None
+            boundary = _boundary(span, above, fetch, allow_t, warnings, source)
+            built[span_id] = boundary
+            if boundary is not None:
+                key_entries += len(boundary.call_key)
+                if key_entries > MAX_CALL_KEY_ENTRIES:
+                    raise _too_many_key_entries(source)
+                above = boundary
+            up[span_id] = above
             continue
         chain: list[str] = []  # first, its parent, grandparent… up to a resolved span, a root or a cycle
         seen: dict[str, int] = {}
@@ -208,11 +242,7 @@ def build_trace(
                 above = boundary
                 key_entries += len(boundary.call_key)
                 if key_entries > MAX_CALL_KEY_ENTRIES:
-                    raise TraceLoadError(
-                        f"the call keys of this trace's boundaries hold more than {MAX_CALL_KEY_ENTRIES} entries "
-                        "(boundaries nested deep, many times over)",
-                        source=source or None,
-                    )
+                    raise _too_many_key_entries(source)
         if cycle_at is None:
             _resolve_up(chain, len(chain), built, up, by_id)
         else:
@@ -235,6 +265,14 @@ def build_trace(
     if len(top) > 1:
         warnings.append(f"{len(top)} top-level boundaries; the first, {top[0].name!r}, is the root")
     return Trace(trace_id, tuple(ordered), tuple(boundaries), root, source, tuple(warnings))
+
+
+def _too_many_key_entries(source: str) -> TraceLoadError:
+    return TraceLoadError(
+        f"the call keys of this trace's boundaries hold more than {MAX_CALL_KEY_ENTRIES} entries "
+        "(boundaries nested deep, many times over)",
+        source=source or None,
+    )
 
 
 def _resolve_up(
@@ -262,11 +300,12 @@ def assemble(
     allow: Iterable[str] | None,
 ) -> Trace:
     """The one assembly path of every source: merge pieces, pick the trace, build it with payloads from ``payloads``."""
-    traces = merge(spans)
-    chosen = _select(traces, trace_id, source)
-    records = list(traces[chosen].values())
-    fetch = payloads.fetcher(chosen, records) if payloads is not None else None
-    return build_trace(chosen, records, fetch=fetch, allow=allow, source=source)
+    with gc_paused():  # reading and building make many objects and no cycles
+        traces = merge(spans)
+        chosen = _select(traces, trace_id, source)
+        records = list(traces[chosen].values())
+        fetch = payloads.fetcher(chosen, records) if payloads is not None else None
+        return build_trace(chosen, records, fetch=fetch, allow=allow, source=source)
 
 
 class PayloadSources:
@@ -344,9 +383,14 @@ def select_from_store(local: StoreReader, trace_id: str | None) -> tuple[list[Sp
         if not isinstance(trace_id, str):
             raise TraceLoadError("the store's index lists a trace id that is not text", source=local.path)
     wanted = trace_id.strip().lower()
+    if not trace_ids.is_full(wanted) and trace_ids.is_prefix(wanted):  # a unique prefix names its trace
+        found = local.list_traces(id_prefix=wanted, include_replays=True, limit=11)
+        if found:
+            wanted = trace_ids.pick(wanted, [t.trace_id for t in found], source=local.path, more=len(found) > 10)
     spans: list[SpanRecord] = []
-    for number, request in enumerate(local.read_requests(wanted), 1):
-        spans.extend(spans_of_request(request, source=f"{local.path} (trace {wanted}, line {number})"))
+    with gc_paused():  # many objects and no cycles
+        for number, request in enumerate(local.read_requests(wanted), 1):
+            spans.extend(spans_of_request(request, source=f"{local.path} (trace {wanted}, line {number})"))
     if not spans:
         recent = [t.trace_id for t in local.list_traces(limit=10)]
         raise TraceNotFoundError(trace_id, source=local.path, candidates=recent)
@@ -377,6 +421,8 @@ def _select(traces: Mapping[str, Mapping[str, SpanRecord]], trace_id: str | None
         raise TraceLoadError("no spans", source=source, expected="OTLP/JSON trace data")
     if trace_id is not None:
         wanted = trace_id.strip().lower()
+        if wanted not in traces and trace_ids.is_prefix(wanted) and any(t.startswith(wanted) for t in traces):
+            wanted = trace_ids.pick(wanted, traces, source=source)
         if wanted not in traces:
             raise TraceNotFoundError(trace_id, source=source, candidates=sorted(traces))
         return wanted

@@ -8,6 +8,7 @@ bound is refused before it is read.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import struct
@@ -35,6 +36,7 @@ _ZSTD_FEED = 1024
 """Compressed bytes given to zstd per step: a 4-byte block inflates to at most 128 KiB, so at most 32 MiB out."""
 _RATIO_FLOOR = MIB
 _NON_SPACE = re.compile(rb"\S")
+_NOT_PARSED: Any = object()
 
 Buffer: TypeAlias = "bytes | bytearray | memoryview"
 """Bytes of trace data: read, inflated or a view of one message."""
@@ -285,17 +287,29 @@ def spans_of_document(doc: Any, source: object, line: int | None = None) -> Iter
 
 
 def _json(data: bytes | bytearray, source: object) -> Iterator[SpanRecord]:
-    try:
-        whole = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        pass
-    else:
-        yield from spans_of_document(whole, source, 1)
-        return
+    first: Any = _NOT_PARSED
+    end = data.find(b"\n")
+    if end >= 0 and _NON_SPACE.search(data, end):
+        # Several lines: one document per line, unless the first line alone is no document (indented JSON). Parsing
+        # the first line alone, not the whole file, is what tells them apart without reading a large file twice.
+        with contextlib.suppress(orjson.JSONDecodeError):
+            first = orjson.loads(memoryview(data)[:end])
+    if first is _NOT_PARSED:
+        try:
+            whole = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            pass
+        else:
+            yield from spans_of_document(whole, source, 1)
+            return
     lines: list[bytes | bytearray] = list(data.split(b"\n"))
     last = max(i for i, line in enumerate(lines) if line.strip())
     for number, line in enumerate(lines, 1):
         if not line.strip():
+            continue
+        if first is not _NOT_PARSED:
+            doc, first = first, _NOT_PARSED
+            yield from spans_of_document(doc, source, number)
             continue
         try:
             doc = orjson.loads(line)

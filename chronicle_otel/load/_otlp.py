@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Final
 
 from ..errors import TraceLoadError
-from ..model import SpanRecord
+from ..model import SpanRecord, _frozen
 
 _HEX = re.compile(r"[0-9a-fA-F]+")
 _INT_TEXT = re.compile(r"[+-]?[0-9]{1,24}")
@@ -333,6 +333,7 @@ def spans_of_request(doc: Any, *, source: object = None, line: int | None = None
             expected="an object with resourceSpans",
         )
     top = Where(source, line)
+    origin = f"{source}:{line}" if line is not None else str(source)
     for i, rs in top.mappings(resource_spans, field):
         at = top.at(f"{field}[{i}].")
         resource = attributes(at.mapping(rs.get("resource"), "resource").get("attributes"), at, "resource.attributes")
@@ -347,8 +348,13 @@ def spans_of_request(doc: Any, *, source: object = None, line: int | None = None
                 ss.get("scope") or _get(ss, "instrumentationLibrary", "instrumentation_library"), "scope"
             )
             scope_name = inner.scalar_text(scope.get("name"), "scope.name")
-            for k, span in inner.mappings(ss.get("spans"), "spans"):
-                yield _span(span, resource, scope_name, inner.at(f"spans[{k}]."))
+            for k, span in enumerate(inner.items(ss.get("spans"), "spans")):
+                record = _plain_span(span, resource, scope_name, origin)
+                if record is None:  # not the common shape: the checked path, whose errors say where and why
+                    if not isinstance(span, Mapping):
+                        raise inner.error(f"spans[{k}]", span, "an object")
+                    record = _span(span, resource, scope_name, inner.at(f"spans[{k}]."))
+                yield record
 
 
 def _span(raw: Mapping[str, Any], resource: Mapping[str, Any], scope: str, at: Where) -> SpanRecord:
@@ -403,6 +409,160 @@ def _span(raw: Mapping[str, Any], resource: Mapping[str, Any], scope: str, at: W
         trace_state=at.text(_get(raw, "traceState", "trace_state"), "traceState"),
         flags=at.integer(raw.get("flags"), "flags", low=0, high=0xFFFFFFFF),
         origin=where,
+    )
+
+
+_NOWHERE: Final = Where(None)
+_MAX_FLAGS: Final = 0xFFFFFFFF
+
+
+def _plain_uint(value: Any) -> int | None:
+    """An unsigned 64-bit integer written the usual ways (digits in a string, a JSON number; absent is 0), or None
+    for anything else, which :meth:`Where.integer` then reads or refuses."""
+    kind = type(value)
+    if kind is str:
+        if len(value) <= 19 and value.isdigit() and value.isascii():  # 19 digits never pass UINT64_MAX
+            return int(value)
+        return 0 if value == "" else None
+    if kind is int:
+        return value if 0 <= value <= UINT64_MAX else None
+    return 0 if value is None else None
+
+
+def _plain_attributes(items: Any) -> dict[str, Any] | None:
+    """An OTLP ``KeyValue`` list of the usual shape as a dict, equal to what :func:`attributes` makes of it; None
+    when an item is not of that shape (then :func:`attributes` reads it, or names what is wrong)."""
+    if items is None:
+        return {}
+    if type(items) is not list:
+        return None
+    out: dict[str, Any] = {}
+    for kv in items:
+        if type(kv) is not dict:
+            return None
+        key = kv.get("key")
+        value = kv.get("value")
+        if type(key) is not str or type(value) is not dict or len(value) != 1:
+            return None
+        v = value.get("stringValue")
+        if type(v) is str:
+            out[key] = v
+            continue
+        v = value.get("intValue")
+        if v is not None:
+            if type(v) is str and len(v) <= 18 and v.isdigit() and v.isascii():  # 18 digits: within int64
+                out[key] = int(v)
+                continue
+            return None
+        v = value.get("boolValue")
+        if type(v) is bool:
+            out[key] = v
+            continue
+        v = value.get("doubleValue")
+        if type(v) is float:
+            out[key] = v
+            continue
+        try:  # arrays, lists of key-values, bytes: the one reader of AnyValue
+            out[key] = any_value(value, _NOWHERE)
+        except TraceLoadError:
+            return None
+    return out
+
+
+def _plain_span(raw: Any, resource: Mapping[str, Any], scope: str, origin: str) -> SpanRecord | None:
+    """The span record of a span of the common shape (camelCase fields, hex ids, no events or links), equal to what
+    :func:`_span` makes of it; None for any other span, which :func:`_span` then reads or refuses.
+
+    Every span of a trace file goes through here, so it checks the fields inline instead of through :class:`Where`.
+    """
+    if type(raw) is not dict:
+        return None
+    get = raw.get
+    trace_id = get("traceId")
+    span_id = get("spanId")
+    if not (
+        type(trace_id) is str
+        and len(trace_id) == 32
+        and type(span_id) is str
+        and len(span_id) == 16
+        and _HEX.fullmatch(trace_id)
+        and _HEX.fullmatch(span_id)
+    ):
+        return None
+    parent = get("parentSpanId")
+    if parent is None:
+        parent = get("parent_span_id")
+    if parent is None or parent == "":
+        parent = None
+    elif type(parent) is str and len(parent) == 16 and _HEX.fullmatch(parent):
+        parent = parent.lower()
+    else:
+        return None
+    name = get("name")
+    if type(name) is not str:
+        if name is not None:
+            return None
+        name = ""
+    kind = get("kind")
+    if kind is None:
+        kind = 0
+    elif not (type(kind) is int and 0 <= kind <= 5):
+        return None
+    start = get("startTimeUnixNano")
+    start_ns = _plain_uint(start if start is not None else get("start_time_unix_nano"))
+    end = get("endTimeUnixNano")
+    end_ns = _plain_uint(end if end is not None else get("end_time_unix_nano"))
+    flags = get("flags")
+    if flags is None:
+        flags = 0
+    elif not (type(flags) is int and 0 <= flags <= _MAX_FLAGS):
+        return None
+    trace_state = get("traceState")
+    if trace_state is None:
+        trace_state = get("trace_state")
+        if trace_state is None:
+            trace_state = ""
+    if start_ns is None or end_ns is None or type(trace_state) is not str:
+        return None
+    status = get("status")
+    if status is None:
+        code, message = "UNSET", ""
+    elif type(status) is dict:
+        number = status.get("code", 0)
+        message = status.get("message", "")
+        if not ((type(number) is int or type(number) is str or number is None) and type(message) is str):
+            return None
+        code = _STATUS.get(number, "UNSET") if number is not None else "UNSET"
+    else:
+        return None
+    events = get("events")
+    links = get("links")
+    if not ((events is None or (type(events) is list and not events)) and (links is None or links == [])):
+        return None
+    attrs = _plain_attributes(get("attributes"))
+    if attrs is None:
+        return None
+    return _frozen(
+        SpanRecord,
+        {
+            "trace_id": trace_id.lower(),
+            "span_id": span_id.lower(),
+            "parent_span_id": parent,
+            "name": name,
+            "kind": kind,
+            "start_ns": start_ns,
+            "end_ns": end_ns,
+            "attributes": attrs,
+            "status": code,
+            "status_message": message,
+            "events": (),
+            "links": (),
+            "resource": resource,
+            "scope": scope,
+            "trace_state": trace_state,
+            "flags": flags,
+            "origin": origin,
+        },
     )
 
 

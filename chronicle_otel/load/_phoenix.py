@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -13,6 +14,25 @@ from ._otlp import INT64_MIN, MAX_VALUE_DEPTH, UINT64_MAX, Where, check_depth, n
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 _MAX_TIME_TEXT = 64
+_TIME_TAIL = re.compile(
+    r"(?<=[Tt ])(?P<hms>\d\d:\d\d:\d\d)(?:[.,](?P<fraction>\d+))?(?:(?P<sign>[+-])(?P<hh>\d\d)(?::?(?P<mm>\d\d))?)?$"
+)
+
+
+def _isoformat(text: str) -> str:
+    """``text`` as every supported Python's ``datetime.fromisoformat`` reads it: Python 3.10 takes only 3 or 6
+    digits of fraction and ``+HH:MM`` offsets, 3.11 and later any (digits past the sixth are dropped, as here)."""
+    text = text.replace("Z", "+00:00")
+    tail = _TIME_TAIL.search(text)
+    if tail is None:
+        return text
+    fraction, sign = tail["fraction"], tail["sign"]
+    return (
+        text[: tail.start()]
+        + tail["hms"]
+        + (f".{fraction[:6]:0<6}" if fraction else "")
+        + (f"{sign}{tail['hh']}:{tail['mm'] or '00'}" if sign else "")
+    )
 
 
 def is_phoenix(doc: Any) -> bool:
@@ -32,7 +52,7 @@ def _ns(value: Any, at: Where, field: str) -> int:
         return at.integer(value, field)
     if isinstance(value, str) and len(value) <= _MAX_TIME_TEXT:
         try:
-            parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+            parsed = dt.datetime.fromisoformat(_isoformat(value))
             if parsed.tzinfo is None:
                 parsed = parsed.replace(tzinfo=dt.timezone.utc)
             delta = parsed - _EPOCH

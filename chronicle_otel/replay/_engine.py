@@ -13,6 +13,7 @@ import contextvars
 import dataclasses
 import functools
 import inspect
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
@@ -22,20 +23,19 @@ from opentelemetry.trace import Link, SpanContext, TraceFlags
 
 from .. import semconv
 from .._internal import hooks, netguard
-from .._internal.digest import payload_digest
 from .._internal.hooks import BoundarySpec, ReplayExtra
 from .._internal.streams import AsyncStreamDriver, StreamDriver
 from .._session import current_session
-from ..codec import encode
+from ..codec import UnresolvedObject, encode
 from ..config import get_config, isolated
 from ..errors import ConfigError, NetworkBlockedError, ReplayDivergence, ReplayError
-from ..model import Boundary, Trace, format_key
+from ..model import Boundary, ReplayedError, Trace, format_key
 from ..redact import Redactor
 from ._compare import Comparer, describe
-from ._matching import Frame, Recordings, check_selectors, matches, resolve_overrides
+from ._matching import CallInput, Frame, Recordings, check_selectors, matches, resolve_overrides
 from ._options import LOOPBACK, InputMismatch, OnMissing, ReplayOptions
 from ._report import Finding, ReplayReport, diff_lines, short_repr
-from ._stubs import Answer, override_answer, stub_body
+from ._stubs import Answer, override_answer, recorded_answer, stub_body
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -66,20 +66,26 @@ class ReplayRun:
             if unknown:
                 raise ConfigError(unknown[0], settings[unknown[0]], "a field of ReplayOptions")
             settings = {
-                k: (tuple(v) if k in ("stub", "live", "allow", "allow_hosts") and v is not None else v)
+                k: (tuple(v) if k in ("stub", "live", "allow", "allow_hosts") and _iterable(v) else v)
                 for k, v in settings.items()
             }
             options = ReplayOptions(**settings)
         check_selectors("stub", options.stub, trace)
-        check_selectors("live", options.live, trace)
+        check_selectors("live", options.live, trace, defined=hooks.boundaries)
+        names = {b.name for b in trace.boundaries}
+        self._literal = {s for s in (*options.stub, *options.live) if s in names or hooks.boundaries(s)}
+        """Selectors that are a boundary's exact name: never read as globs (``"search[v2]"``)."""
         self.trace = trace
         self.options = options
         self._overrides = resolve_overrides(options.override, trace)
         self._applied: set[str] = set()
+        self._ran_live_ids: set[str] = set()
+        self._modes: dict[tuple[str, str], str] = {}
         self._finished = False
         self._session_checked = False
         self._guard: contextlib.AbstractContextManager[Any] | None = None
         self._last: Frame | None = None
+        self._thread: int | None = None
         self.report = ReplayReport(strict=self.options.strict)
         self._frame: contextvars.ContextVar[Frame | None] = contextvars.ContextVar(
             "chronicle_replay_frame", default=None
@@ -112,6 +118,8 @@ class ReplayRun:
             if self.options.block_network:
                 self._guard = netguard.guard(self.options.allow_hosts, self._where, self._refused)
                 self._guard.__enter__()
+            self._thread = threading.get_ident()
+            hooks.activate(self)
         self._tokens.append(hooks.REPLAY.set(self))
         return self
 
@@ -121,6 +129,7 @@ class ReplayRun:
         hooks.REPLAY.reset(self._tokens.pop())
         if self._tokens:
             return
+        hooks.deactivate(self)
         if self._guard is not None:
             guard, self._guard = self._guard, None
             guard.__exit__(None, None, None)
@@ -140,6 +149,13 @@ class ReplayRun:
             return self.report
         self._finished = True
         for b in self._recordings.unused():
+            if b.parent is not None and b.parent.span_id in self._ran_live_ids:
+                self.report.changes.append(
+                    Finding(
+                        "not-called", b.call_key, f"the live code no longer makes the recorded {b.kind} call {b.name!r}"
+                    )
+                )
+                continue
             self.report.divergences.append(
                 Finding("unused-recording", b.call_key, f"recorded {b.kind} call {b.name!r} was never made")
             )
@@ -158,6 +174,8 @@ class ReplayRun:
         frame = self._frame.get()
         if frame is not None and frame.key:
             return frame, False
+        if threading.get_ident() == self._thread:  # the replay's own thread, outside every boundary call
+            return None, False
         return self._last, self._last is not None
 
     def _where(self) -> str:
@@ -176,21 +194,30 @@ class ReplayRun:
         self.report.divergences.append(Finding("network", key, f"network {what} refused during the replay"))
 
     def __call__(self, func: F) -> F:
-        """Use the replay as a decorator: each call of ``func`` replays afresh."""
+        """Use the replay as a decorator: each call of ``func`` replays afresh, and raises
+        :class:`ReplayDivergence` when its report is not ok (``report`` then holds the latest report)."""
         trace, options = self.trace, self.options
         if inspect.iscoroutinefunction(func):
 
             @functools.wraps(func)
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-                with ReplayRun(trace, options):
-                    return await func(*args, **kwargs)
+                run = ReplayRun(trace, options)
+                self.report = run.report
+                with run:
+                    result = await func(*args, **kwargs)
+                _check(run.report)
+                return result
 
             return async_wrapper  # type: ignore[return-value]
 
         @functools.wraps(func)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            with ReplayRun(trace, options):
-                return func(*args, **kwargs)
+            run = ReplayRun(trace, options)
+            self.report = run.report
+            with run:
+                result = func(*args, **kwargs)
+            _check(run.report)
+            return result
 
         return wrapper  # type: ignore[return-value]
 
@@ -234,10 +261,23 @@ class ReplayRun:
                 f"the recorded input of root boundary {self.trace.root.name!r} is a JSON {type(values).__name__}, "
                 "not the call's arguments; call the function yourself inside `with replay(...)`"
             )
-        if not self._tokens:
-            with self:
-                return target(*args, **kwargs)
-        return target(*args, **kwargs)
+        if self._tokens:
+            return target(*args, **kwargs)
+        with self:
+            result = target(*args, **kwargs)
+            if inspect.isawaitable(result):  # run it to the end inside the replay, not after it
+                if _loop_running():
+                    result.close()  # type: ignore[attr-defined]
+                    raise ReplayError(
+                        "the root boundary is async and an event loop is running: use `await run.arerun()`"
+                    )
+                return asyncio.run(_await(result))
+            if inspect.isgenerator(result) or inspect.isasyncgen(result) or isinstance(result, StreamDriver):
+                _close(result)
+                raise ReplayError(
+                    "the root boundary is a generator: iterate `run.rerun()` inside `with replay(...) as run:`"
+                )
+            return result
 
     def rerun(self, instance: Any = None, **overrides: Any) -> Any:
         """Call the root boundary again with its recorded input and return what it returns now.
@@ -259,20 +299,35 @@ class ReplayRun:
 
     async def arerun(self, instance: Any = None, **overrides: Any) -> Any:
         """:meth:`rerun` for an async root boundary."""
-        result = self._root_call(instance, overrides)
-        return await result if inspect.isawaitable(result) else result
+        if self._tokens:
+            result = self._root_call(instance, overrides)
+            return await result if inspect.isawaitable(result) else result
+        with self:  # awaited inside the replay
+            result = self._root_call(instance, overrides)
+            return await result if inspect.isawaitable(result) else result
 
     # ------------------------------------------------------------------ the hook
 
+    def _selects(self, selector: str, name: str, kind: str) -> bool:
+        if selector in self._literal:
+            return selector == name
+        return matches(selector, name, kind)
+
     def _explicit_live(self, name: str, kind: str) -> bool:
-        return any(matches(s, name, kind) for s in self.options.live)
+        return any(self._selects(s, name, kind) for s in self.options.live)
 
     def _mode(self, name: str, kind: str) -> str:
+        known = self._modes.get((name, kind))  # the options are fixed: once per boundary name and kind
+        if known is not None:
+            return known
         if self._explicit_live(name, kind):
-            return "live"
-        if any(matches(s, name, kind) for s in self.options.stub):
-            return "stub"
-        return self.options.default
+            mode = "live"
+        elif any(self._selects(s, name, kind) for s in self.options.stub):
+            mode = "stub"
+        else:
+            mode = self.options.default
+        self._modes[(name, kind)] = mode
+        return mode
 
     def _ran_live(self, key: tuple[tuple[str, int], ...], name: str, kinds: tuple[str, ...]) -> None:
         """A call runs live: an LLM one is a model call, a divergence unless ``live=`` selects it."""
@@ -325,12 +380,12 @@ class ReplayRun:
         key = parent.next_key(spec.name)
         redactor = _redactor(spec)
         secrets: list[str] = []
-        actual_text: str | None = None
+        actual: CallInput | None = None
         if spec.binder is not None:
             bound = spec.binder.bind(args, kwargs, wrapped is not spec.raw and instance is not None)
-            actual_text = encode(bound, redact=redactor, secrets=secrets).decode()
-        digest = payload_digest(actual_text.encode()) if actual_text is not None else None
-        rec = self._recordings.match(parent, spec.name, key, digest)
+            actual = CallInput(encode(bound, redact=redactor, secrets=secrets))
+        actual_text = actual.text if actual is not None else None
+        rec = self._recordings.match(parent, spec.name, key, actual)
         if rec is None:
             details = (
                 f"input: {actual_text[:300] if actual_text else '{}'}",
@@ -352,20 +407,57 @@ class ReplayRun:
         frame = self._last = Frame(rec.call_key, rec.kind)
         override = self._overrides.get(rec.span_id)
         if override is not None or self._mode(rec.name, rec.kind) == "stub":
-            if rec.raw_input is not None and digest is not None and rec.raw_input.digest != digest:
+            if rec.raw_input is not None and actual is not None and not actual.same_as(rec.raw_input):
                 self._input_mismatch(rec, actual_text)
             self._recordings.cover(rec)
             self.report.stubbed.append(rec.call_key)
-            answer = None
+            allow = self.allow
             if override is not None:
                 self._applied.add(rec.span_id)
                 answer = self._override(rec, *override)
-            body = stub_body(spec.shape, rec, self.allow, getattr(spec, "stream_adapter", None), answer)
+            else:
+                answer = self._resolved(rec, recorded_answer(rec, allow))
+            body = stub_body(
+                spec.shape, rec, allow, getattr(spec, "stream_adapter", None), answer, override is not None
+            )
             return self._execute(spec, body, instance, args, kwargs, frame, "stub", rec)
         self.report.live.append(rec.call_key)
+        self._ran_live_ids.add(rec.span_id)
         self._ran_live(rec.call_key, rec.name, (rec.kind, spec.kind_value))
         self._comparer.expect(rec, redactor, secrets)
         return self._execute(spec, wrapped, instance, args, kwargs, frame, "live", rec)
+
+    def _resolved(self, rec: Boundary, answer: Answer) -> Answer:
+        """``answer``, and a divergence when it holds a recorded object that could not be rebuilt: the stub would
+        hand the code a placeholder where it expects the class (an ``isinstance`` takes the other branch)."""
+        text = rec.raw_error.text if rec.failed and rec.raw_error is not None else None
+        if text is None and rec.raw_output is not None:
+            text = rec.raw_output.text
+        if text is None or ('"$type":' not in text and not rec.failed):
+            return answer
+
+        def checked() -> tuple[Any, BaseException | None]:
+            output, error = answer()
+            names = _unresolved(output, set()) if error is None or rec.stream else set()
+            if isinstance(error, ReplayedError):
+                names.add(error.type_name)
+            if names:
+                listed = ", ".join(sorted(names)[:5])
+                modules = sorted({n.rsplit(".", 1)[0].split(".")[0] + "." for n in names})
+                hint = f"allow={modules!r}" if self.options.allow is None else "add it to allow="
+                # under the default allow-list a divergence; with allow= given, the placeholders were asked for
+                findings = self.report.divergences if self.options.allow is None else self.report.drift
+                findings.append(
+                    Finding(
+                        "unresolved",
+                        rec.call_key,
+                        f"the recording holds {listed}, which may not be rebuilt here: the stub answers with a "
+                        f"placeholder; import the module that defines it, or pass {hint}",
+                    )
+                )
+            return output, error
+
+        return checked
 
     def _override(self, rec: Boundary, text: str, value: Any) -> Answer:
         """The what-if answer of ``rec``, listed in the report when it is given."""
@@ -444,6 +536,9 @@ class ReplayRun:
                 self._frame.reset(token)
 
             def done(items: list[Any], state: str, exc: BaseException | None) -> None:
+                if isinstance(exc, ReplayDivergence) and rec is not None and mode == "stub":
+                    # read past what the recording holds: known even when the consumer swallows the error
+                    self.report.divergences.append(Finding("past-recording", rec.call_key, str(exc)))
                 if state != "abandoned":  # a consumer that stops early changes nothing in the stream
                     self._compare(compare, items, exc)
 
@@ -486,17 +581,30 @@ class ReplayRun:
         key = parent.next_key(spec.name)
         redactor = _redactor(spec)
         secrets: list[str] = []
-        digest = payload_digest(encode(input_value, redact=redactor, secrets=secrets))
-        rec = self._recordings.match(parent, spec.name, key, digest)
+        actual = CallInput(encode(input_value, redact=redactor, secrets=secrets))
+        rec = self._recordings.match(parent, spec.name, key, actual)
         if rec is None:
+            if self.options.on_missing is not OnMissing.LIVE:
+                details = (
+                    "nearest recordings:",
+                    *(f"  {line}" for line in self._recordings.nearest(parent, spec.name)),
+                )
+                finding = Finding(
+                    "unexpected-call", key, f"no recording for this call(...) block {spec.name!r}", details
+                )
+                self.report.divergences.append(finding)
+                raise ReplayDivergence(str(finding))
             self.report.drift.append(Finding("unrecorded-live", key, "call(...) block with no recording"))
             self._ran_live(key, spec.name, (spec.kind_value,))
-            return _Block(self._frame.set(Frame(key, spec.kind_value)), None)
+            frame = self._last = Frame(key, spec.kind_value)
+            return _Block(self._frame.set(frame), None, self._extra("live", None), self.options.emit_spans)
         self._recordings.use(rec)
         self.report.live.append(rec.call_key)
+        self._ran_live_ids.add(rec.span_id)
         self._ran_live(rec.call_key, rec.name, (rec.kind, spec.kind_value))
         self._comparer.expect(rec, redactor, secrets)
-        return _Block(self._frame.set(Frame(rec.call_key, rec.kind)), rec)
+        frame = self._last = Frame(rec.call_key, rec.kind)
+        return _Block(self._frame.set(frame), rec, self._extra("live", rec), self.options.emit_spans)
 
     def exit_block(self, state: object, output: Any, exc: BaseException | None) -> None:
         """A ``call(...)`` block ends: compare its output with the recording."""
@@ -506,15 +614,54 @@ class ReplayRun:
 
 
 class _Block:
-    __slots__ = ("rec", "token")
+    __slots__ = ("extra", "rec", "record", "token")
 
-    def __init__(self, token: contextvars.Token[Frame | None], rec: Boundary | None) -> None:
+    def __init__(
+        self, token: contextvars.Token[Frame | None], rec: Boundary | None, extra: ReplayExtra | None, record: bool
+    ) -> None:
         self.token = token
         self.rec = rec
+        self.extra = extra
+        """The replay's attributes and link for the block's span."""
+        self.record = record
+        """Whether the block records a span (``emit_spans``)."""
 
 
 async def _await(awaitable: Any) -> Any:
     return await awaitable
+
+
+def _iterable(value: Any) -> bool:
+    """A collection to turn into a tuple of selectors (a string is checked, and refused, as it is)."""
+    return value is not None and not isinstance(value, (str, bytes)) and isinstance(value, Iterable)
+
+
+def _check(report: ReplayReport) -> None:
+    if not report.ok:
+        raise ReplayDivergence(f"the replay diverged from the recording:\n{report}")
+
+
+def _close(stream: Any) -> None:
+    close = getattr(stream, "close", None) or getattr(stream, "aclose", None)
+    if close is not None:
+        with contextlib.suppress(Exception):
+            result = close()
+            if inspect.isawaitable(result):
+                result.close()  # type: ignore[attr-defined]
+
+
+def _unresolved(value: Any, found: set[str], depth: int = 0) -> set[str]:
+    """The class names of the placeholders in a decoded value."""
+    if isinstance(value, UnresolvedObject):
+        found.add(value.class_name)
+    elif depth < 64:
+        if type(value) is dict:
+            for v in value.values():
+                _unresolved(v, found, depth + 1)
+        elif type(value) in (list, tuple):
+            for v in value:
+                _unresolved(v, found, depth + 1)
+    return found
 
 
 def _loop_running() -> bool:

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 import fnmatch
 import itertools
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
+from .._internal.digest import payload_digest
+from .._internal.gc_pause import gc_paused
 from .._spec import BoundaryKind
 from ..errors import ConfigError
-from ..model import Boundary, CallKey, Trace, format_key
+from ..model import Boundary, CallKey, Payload, Trace, format_key
 from ._report import Finding
 
 _MAX_LISTED = 20
@@ -39,8 +40,17 @@ def _listed(items: list[str]) -> str:
     return shown + (f" and {len(items) - _MAX_LISTED} more" if len(items) > _MAX_LISTED else "")
 
 
-def check_selectors(option: str, selectors: Iterable[str], trace: Trace) -> None:
+def check_selectors(
+    option: str, selectors: Iterable[str], trace: Trace, defined: Callable[[str], list[Any]] | None = None
+) -> None:
     """Raise when a selector can select nothing: an unknown ``kind:``, or a name or glob no recorded boundary has.
+
+    Args:
+        option: the option named in the error.
+        selectors: the selectors given.
+        trace: the recorded run.
+        defined: for ``live=``, the boundaries defined in this process by name: a new boundary (not in the
+            recording) may be selected live, for calls that run under ``on_missing="live"``.
 
     Raises:
         ConfigError: naming the selector, with the valid kinds or the recorded names (the closest first).
@@ -52,11 +62,11 @@ def check_selectors(option: str, selectors: Iterable[str], trace: Trace) -> None
                 kinds = ", ".join(f"'kind:{k.value}'" for k in BoundaryKind)
                 raise ConfigError(option, selector, f"one of {kinds}, a boundary name or a glob")
             continue
-        if any(matches(selector, name, "") for name in names):
+        if any(matches(selector, name, "") for name in names) or (defined is not None and defined(selector)):
             continue
         if not names:
             raise ConfigError(option, selector, f"a recorded boundary name, but trace {trace.trace_id} has none")
-        hint = " (a call with no recording follows on_missing, not live=)" if option == "live" else ""
+        hint = " (or a boundary defined in this process)" if defined is not None else ""
         raise ConfigError(
             option, selector, f"a name or glob matching a recorded boundary{hint}: {_listed(_closest(selector, names))}"
         )
@@ -109,14 +119,23 @@ def _find_calls(text: str, trace: Trace) -> list[Boundary]:
     return found
 
 
-@dataclasses.dataclass
 class Frame:
-    """One boundary call in progress during replay: its call key and the call indexes of its children."""
+    """One boundary call in progress during replay: its call key and the call indexes of its children.
 
-    key: CallKey
-    kind: str | None = None
-    counters: dict[str, itertools.count[int]] = dataclasses.field(default_factory=dict)
-    last: Boundary | None = None
+    Attributes:
+        key: the call key.
+        kind: the boundary kind (None for the root of the replay).
+        counters: per boundary name, the call indexes of the calls made under this one.
+        last: the recording that answered or ran the latest call under this one.
+    """
+
+    __slots__ = ("counters", "key", "kind", "last")
+
+    def __init__(self, key: CallKey, kind: str | None = None) -> None:
+        self.key = key
+        self.kind = kind
+        self.counters: dict[str, itertools.count[int]] = {}
+        self.last: Boundary | None = None
 
     def next_key(self, name: str) -> CallKey:
         """The call key of the next call of ``name`` under this frame."""
@@ -126,27 +145,86 @@ class Frame:
         return (*self.key, (name, next(counter)))  # next() is atomic under the GIL: concurrent siblings differ
 
 
+_VERIFIED = frozenset({"ok", "rehydrated"})
+"""Payload statuses whose text is known to be the one its hash addresses."""
+
+
+class CallInput:
+    """The canonical encoding of one call's input, to compare with recorded ones.
+
+    Its hash is computed only when a comparison needs it: a recorded input whose text was verified against its hash
+    when the trace was loaded compares by text, which is the same answer for less work.
+    """
+
+    __slots__ = ("_digest", "data", "text")
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.text = data.decode()
+        self._digest: str | None = None
+
+    @property
+    def digest(self) -> str:
+        """``sha256:<hex>`` of the encoding, as recorded inputs are addressed."""
+        if self._digest is None:
+            self._digest = payload_digest(self.data)
+        return self._digest
+
+    def same_as(self, recorded: Payload) -> bool:
+        """True when ``recorded`` is this input (the same hash)."""
+        if recorded.status in _VERIFIED:
+            return recorded.text == self.text
+        return recorded.digest == self.digest
+
+
 class Recordings:
     """The recorded boundaries of a trace and which of them this replay has used."""
 
     def __init__(self, trace: Trace) -> None:
         self.trace = trace
-        self._by_key = trace.by_key()
-        self._children: dict[CallKey, list[Boundary]] = {}
-        for b in trace.boundaries:
-            self._children.setdefault(b.call_key[:-1], []).append(b)
+        with gc_paused():  # a few objects per recording, and no cycles
+            self._by_key = trace.by_key()
+            self._children: dict[CallKey, list[Boundary]] = {}
+            for b in trace.boundaries:
+                self._children.setdefault(b.call_key[:-1], []).append(b)
+        self._by_input: dict[tuple[CallKey, str, str], tuple[list[Boundary], list[int]]] | None = None
         self._used: set[str] = set()
         self._covered: set[str] = set()
 
-    def match(self, parent: Frame, name: str, key: CallKey, digest: str | None) -> Boundary | None:
+    def _siblings_by_input(self) -> dict[tuple[CallKey, str, str], tuple[list[Boundary], list[int]]]:
+        """(parent key, name, input hash) -> the siblings recorded with that input, in call order, and how many of
+        them (from the first) are known to be used. Built the first time a call's input sends it to another
+        sibling than its call key's; then each such call finds its recording at once, however many siblings."""
+        if self._by_input is None:
+            index: dict[tuple[CallKey, str, str], tuple[list[Boundary], list[int]]] = {}
+            with gc_paused():
+                for b in self.trace.boundaries:
+                    if b.raw_input is not None and b.raw_input.digest:
+                        index.setdefault((b.call_key[:-1], b.name, b.raw_input.digest), ([], [0]))[0].append(b)
+            self._by_input = index
+        return self._by_input
+
+    def match(self, parent: Frame, name: str, key: CallKey, actual: CallInput | None) -> Boundary | None:
         """The recording of this call: by call key, else (concurrent siblings in another order) by input hash."""
-        keyed = next((b for b in self._by_key.get(key, ()) if b.span_id not in self._used), None)
-        if keyed is not None and (digest is None or keyed.raw_input is None or keyed.raw_input.digest == digest):
+        used = self._used
+        keyed = None
+        for b in self._by_key.get(key, ()):
+            if b.span_id not in used:
+                keyed = b
+                break
+        if keyed is not None and (actual is None or keyed.raw_input is None or actual.same_as(keyed.raw_input)):
             return keyed
-        if digest is not None:
-            for b in self._children.get(parent.key, ()):
-                if b.name == name and b.span_id not in self._used and b.raw_input and b.raw_input.digest == digest:
-                    return b
+        if actual is not None:
+            found = self._siblings_by_input().get((parent.key, name, actual.digest))
+            if found is not None:
+                siblings, skipped = found
+                start = skipped[0]
+                while start < len(siblings) and siblings[start].span_id in used:
+                    start += 1  # a recording once used stays used: never looked at again
+                skipped[0] = start
+                for i in range(start, len(siblings)):
+                    if siblings[i].span_id not in used:
+                        return siblings[i]
         return keyed
 
     def use(self, rec: Boundary) -> None:

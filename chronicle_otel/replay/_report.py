@@ -13,24 +13,30 @@ from ..model import format_key
 _MAX_DIFFS = 12
 
 
-def json_diff(recorded: Any, actual: Any, path: str = "$") -> Iterator[str]:
-    """Readable differences between two JSON trees: ``$.order.data.quantity: 1000 != 5``."""
+def json_diff(
+    recorded: Any, actual: Any, path: str = "$", labels: tuple[str, str] = ("recorded", "now")
+) -> Iterator[str]:
+    """Readable differences between two JSON trees: ``$.order.data.quantity: recorded 1000 != now 5``.
+
+    ``labels`` name the two sides (``("in a", "in b")`` compares two traces).
+    """
+    old, new = labels
     if isinstance(recorded, dict) and isinstance(actual, dict):
         for key in sorted(set(recorded) | set(actual), key=str):
             sub = f"{path}.{key}"
             if key not in actual:
-                yield f"{sub}: recorded {short(recorded[key])}, now missing"
+                yield f"{sub}: {old} {short(recorded[key])}, {new} missing"
             elif key not in recorded:
-                yield f"{sub}: not recorded, now {short(actual[key])}"
+                yield f"{sub}: not {old}, {new} {short(actual[key])}"
             else:
-                yield from json_diff(recorded[key], actual[key], sub)
+                yield from json_diff(recorded[key], actual[key], sub, labels)
     elif isinstance(recorded, list) and isinstance(actual, list):
         for i, (r, a) in enumerate(zip(recorded, actual)):  # noqa: B905 - lengths compared below
-            yield from json_diff(r, a, f"{path}[{i}]")
+            yield from json_diff(r, a, f"{path}[{i}]", labels)
         if len(recorded) != len(actual):
-            yield f"{path}: recorded {len(recorded)} items, now {len(actual)}"
+            yield f"{path}: {old} {len(recorded)} items, {new} {len(actual)}"
     elif recorded != actual or type(recorded) is not type(actual):
-        yield f"{path}: recorded {short(recorded)} != now {short(actual)}"
+        yield f"{path}: {old} {short(recorded)} != {new} {short(actual)}"
 
 
 def short(value: Any, width: int = 80) -> str:
@@ -49,14 +55,16 @@ def short_repr(value: Any, width: int = 120) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def diff_lines(recorded_text: str | None, actual_text: str | None) -> list[str]:
-    """The first differences between two canonical JSON payload texts."""
+def diff_lines(
+    recorded_text: str | None, actual_text: str | None, labels: tuple[str, str] = ("recorded", "now")
+) -> list[str]:
+    """The first differences between two canonical JSON payload texts (``labels`` as :func:`json_diff`)."""
     try:
         recorded = orjson.loads(recorded_text) if recorded_text is not None else None
         actual = orjson.loads(actual_text) if actual_text is not None else None
     except orjson.JSONDecodeError:
-        return [f"recorded {short(recorded_text)} != now {short(actual_text)}"]
-    lines = list(json_diff(recorded, actual))
+        return [f"{labels[0]} {short(recorded_text)} != {labels[1]} {short(actual_text)}"]
+    lines = list(json_diff(recorded, actual, labels=labels))
     if len(lines) > _MAX_DIFFS:
         lines = [*lines[:_MAX_DIFFS], f"… and {len(lines) - _MAX_DIFFS} more differences"]
     return lines

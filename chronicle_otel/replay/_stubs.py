@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator
+import inspect
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from typing import Any
 
 from .._internal.hooks import Shape
 from ..adapters import StreamAdapter, StreamReplay
-from ..errors import ReplayDivergence
+from ..errors import ReplayDivergence, ReplayError
 from ..model import Boundary
 
 Answer = Callable[[], "tuple[Any, BaseException | None]"]
@@ -35,7 +36,13 @@ def override_answer(rec: Boundary, allow: tuple[str, ...], override: Any) -> Ans
         if callable(override) and not isinstance(override, type):
             value = override(_error(rec, allow) if rec.failed and not rec.stream else rec.decode_output(allow))
         if isinstance(value, type) and issubclass(value, BaseException):
-            value = value()
+            try:
+                value = value()
+            except Exception as exc:
+                raise ReplayError(
+                    f"the override of {rec.name!r} is the exception class {value.__name__}, which cannot be built "
+                    f"without arguments ({type(exc).__name__}: {exc}); give an instance"
+                ) from None
         if isinstance(value, BaseException):
             return None, value
         return value, None
@@ -44,7 +51,12 @@ def override_answer(rec: Boundary, allow: tuple[str, ...], override: Any) -> Ans
 
 
 def stub_body(
-    shape: Shape, rec: Boundary, allow: tuple[str, ...], stream_adapter: Any = None, answer: Answer | None = None
+    shape: Shape,
+    rec: Boundary,
+    allow: tuple[str, ...],
+    stream_adapter: Any = None,
+    answer: Answer | None = None,
+    overridden: bool = False,
 ) -> Callable[..., Any]:
     """A callable that returns the recorded output (rebuilt), re-raises the recorded error or re-yields the stream.
 
@@ -52,7 +64,6 @@ def stub_body(
     recording's) is computed when the stub runs. A method whose recorded call returned a stream object answers
     with the object its ``stream_adapter`` builds from the recorded items (and error).
     """
-    overridden = answer is not None
     get = answer if answer is not None else recorded_answer(rec, allow)
     if rec.stream and shape in ("sync", "async"):  # a function that returned a stream object
         return _stream_stand_in(shape, rec, get, stream_adapter or _GENERIC, overridden)
@@ -65,12 +76,15 @@ def stub_body(
 
     def items() -> tuple[list[Any], BaseException | None]:
         value, error = get()
-        return (list(value) if isinstance(value, (list, tuple)) else []), error
+        return stream_items(rec, value, overridden), error
 
     if shape == "async":
 
         async def async_body(*args: Any, **kwargs: Any) -> Any:
-            return result()
+            value = result()
+            if overridden and inspect.isawaitable(value):  # an async function given as the override
+                value = await value
+            return value
 
         return async_body
     if shape == "gen":
@@ -106,7 +120,7 @@ def stub_body(
 def _stream_stand_in(shape: Shape, rec: Boundary, get: Answer, adapter: Any, overridden: bool) -> Callable[..., Any]:
     def build(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         value, error = get()
-        items = list(value) if isinstance(value, (list, tuple)) else []
+        items = stream_items(rec, value, overridden)
         state = rec.stream_state if rec.stream_state in ("complete", "abandoned", "error") else None
         if overridden:  # the override is the whole stream
             state = "error" if error is not None else "complete"
@@ -128,6 +142,19 @@ def _stream_stand_in(shape: Shape, rec: Boundary, get: Answer, adapter: Any, ove
 
 _GENERIC = StreamAdapter(is_stream=lambda value: False)
 """The stand-in of a stream object a boundary returned with no adapter of its own: a ``ReplayedStream``."""
+
+
+def stream_items(rec: Boundary, value: Any, overridden: bool) -> list[Any]:
+    """The items a stub of a stream re-yields: the recorded list, or an override's iterable (not a string)."""
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    if not overridden:
+        return []
+    if isinstance(value, (str, bytes, bytearray, dict)) or not isinstance(value, Iterable):
+        raise ReplayError(
+            f"the override of the stream {rec.name!r} must be the list of items it yields, not a {type(value).__name__}"
+        )
+    return list(value)
 
 
 def _past_the_recording(rec: Boundary, count: int) -> None:

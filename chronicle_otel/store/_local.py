@@ -32,8 +32,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from .. import environment_variables as env
 from .._internal.digest import payload_digest
 from .._internal.errors import logger
+from ._compression import LineCompressor
 from .reader import INDEX, MANIFEST, STORE_FORMAT, StoreReader, _has_replay_column
 
 try:
@@ -102,6 +104,9 @@ ON CONFLICT(trace_id) DO UPDATE SET
 """
 
 
+_FALSE = frozenset({"0", "false", "no", "off"})
+
+
 @dataclass
 class TraceRecord:
     """What the exporter hands the store for one trace in one export batch (internal)."""
@@ -148,6 +153,7 @@ class LocalStore(StoreReader):
         self._segment_pid = 0
         self._warned: set[str] = set()  # causes of failures reported at WARNING level
         self._recoveries = 0
+        self._compression: LineCompressor | None = None
         self._unreported: tuple[int, int, str] | None = None  # batches, spans, cause: failed since the last success
 
     # ------------------------------------------------------------------------------------ setup
@@ -173,6 +179,14 @@ class LocalStore(StoreReader):
                     with contextlib.suppress(sqlite3.Error):
                         db.execute("ROLLBACK")
                 raise
+
+    def _compressor(self) -> LineCompressor:
+        """How lines and payloads are stored: zstd frames (see :mod:`._compression`), unless
+        ``$CHRONICLE_STORE_COMPRESS`` is false."""
+        if self._compression is None:
+            enabled = os.environ.get(env.CHRONICLE_STORE_COMPRESS, "true").strip().lower() not in _FALSE
+            self._compression = LineCompressor(self.path, enabled=enabled)
+        return self._compression
 
     def _segment(self) -> int:
         """This process's open segment, opened (and created) now if needed."""
@@ -257,11 +271,13 @@ class LocalStore(StoreReader):
                 # The real end of file: bytes a crash left behind are skipped, never indexed.
                 offset = appended_at = os.fstat(fd).st_size
                 chunks = []
+                compress = self._compressor().line
                 for rec in records:
-                    rows.append((rec.trace_id, self._segment_rel, offset, len(rec.line)))
-                    chunks.append(rec.line)
+                    stored = compress(rec.line)
+                    rows.append((rec.trace_id, self._segment_rel, offset, len(stored)))
+                    chunks.append(stored)
                     chunks.append(b"\n")
-                    offset += len(rec.line) + 1
+                    offset += len(stored) + 1
                 _write_all(fd, b"".join(chunks))
                 if self.durable:
                     os.fsync(fd)
@@ -271,15 +287,22 @@ class LocalStore(StoreReader):
             db.executemany(_UPSERT_TRACE, [self._trace_row(rec, now) for rec in records])
             db.executemany(
                 "INSERT OR IGNORE INTO payloads(hash, size, data) VALUES (?,?,?)",
-                [(h, len(data), data) for h, data in payloads],
+                [(h, len(data), self._compressor().payload(data)) for h, data in payloads],
             )
             committing = True
             db.execute("COMMIT")
         except BaseException as exc:
-            self._abort(db, exc, appended_at, committing)
+            self._abort(db, exc, appended_at, committing, rows[0] if rows else None)
             raise
 
-    def _abort(self, db: sqlite3.Connection, exc: BaseException, appended_at: int | None, committing: bool) -> None:
+    def _abort(
+        self,
+        db: sqlite3.Connection,
+        exc: BaseException,
+        appended_at: int | None,
+        committing: bool,
+        first: tuple[str, str, int, int] | None = None,
+    ) -> None:
         """Undo a failed batch without hiding why it failed (SQLite may have rolled back already)."""
         if db.in_transaction:
             try:
@@ -289,8 +312,25 @@ class LocalStore(StoreReader):
                 with contextlib.suppress(sqlite3.Error):
                     db.close()
                 self._db = None
-        if appended_at is not None and (not committing or _not_committed(exc)):
+        if appended_at is not None and (not committing or _not_committed(exc) or not self._indexed(first)):
             self._cut_segment(appended_at)
+
+    def _indexed(self, row: tuple[str, str, int, int] | None) -> bool:
+        """Whether the index holds the span line ``row`` (trace id, segment, offset, length) after a ``COMMIT``
+        failed with an error that does not say whether it committed (on Python 3.10 an error has no code: every
+        I/O error reads "disk I/O error"). True when that cannot be told: lines the index may point to stay."""
+        if row is None:
+            return True
+        try:
+            db = self._connect(create=False)
+            if db is None:
+                return True
+            found = db.execute(
+                "SELECT 1 FROM span_lines WHERE trace_id=? AND segment=? AND offset=?", row[:3]
+            ).fetchone()
+        except (sqlite3.Error, OSError):
+            return True
+        return found is not None
 
     # ------------------------------------------------------------------------------------ failures
 

@@ -77,6 +77,7 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from ..errors import ConfigError, StoreError
+from ._compression import inflate
 from ._local import _SEGMENT_MAX_BYTES
 from .reader import INDEX, MANIFEST, MAX_LINE_BYTES, StoreReader, default_store_path
 
@@ -689,6 +690,7 @@ class _Collector(StoreReader):
                 line = handle.read(length)
                 if len(line) != length:
                     raise StoreError(f"span segment truncated at byte {offset}", full)
+                line = inflate(line, self.path, full, offset, MAX_LINE_BYTES)  # a zstd frame: its text holds them
                 yield str(trace_id), {m.decode() for m in _DIGEST.findall(line)}
         except OSError as exc:
             if isinstance(exc, StoreError):

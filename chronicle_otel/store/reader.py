@@ -39,7 +39,7 @@ import sqlite3
 import stat
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -48,6 +48,7 @@ import orjson
 
 from .. import environment_variables as env
 from ..errors import StoreError
+from ._compression import inflate
 
 __all__ = [
     "MANIFEST",
@@ -64,6 +65,8 @@ __all__ = [
 STORE_FORMAT: Final = "chronicle-store/1"
 """Format version written in the manifest; readers refuse newer ones with an "upgrade" message."""
 
+_MAX_PAYLOAD_BYTES: Final = 256 << 20  # a payload inflates to at most the codec's MAX_DECODE_BYTES
+
 MANIFEST: Final = "chronicle-store.json"
 """The file that makes a directory a chronicle store."""
 
@@ -79,7 +82,9 @@ MAX_TRACE_BYTES: Final = 256 << 20
 """Most bytes of span lines read for one trace, all segments together."""
 
 _TABLES: Final = ("traces", "span_lines", "payloads")
+_PAYLOAD_BATCH: Final = 500  # digests per query: within SQLite's bound on the parameters of one statement
 _TRACE_ID = re.compile(r"[0-9a-f]{32}\Z")
+_HEX_PREFIX = re.compile(r"[0-9a-f]{1,32}\Z")
 _FORMAT = re.compile(r"chronicle-store/[0-9]{1,6}\Z")
 _STATUSES: Final = frozenset({"UNSET", "OK", "ERROR"})
 _INT64_MAX: Final = (1 << 63) - 1
@@ -293,7 +298,32 @@ class StoreReader:
             if db is None:
                 return None
             row = db.execute("SELECT data FROM payloads WHERE hash=?", (digest,)).fetchone()
-        return bytes(row[0]) if row and isinstance(row[0], bytes) else None
+        if not (row and isinstance(row[0], bytes)):
+            return None
+        return inflate(bytes(row[0]), self.path, self.path / INDEX, 0, _MAX_PAYLOAD_BYTES)
+
+    def get_payloads(self, digests: Sequence[str]) -> dict[str, bytes]:
+        """The payloads of ``digests`` that the store holds, by digest.
+
+        One query per 500 digests, not one per payload: loading a trace whose payloads were cut on its spans asks
+        for all of them at once.
+        """
+        wanted = list(dict.fromkeys(d for d in digests if isinstance(d, str)))
+        found: dict[str, bytes] = {}
+        if not wanted:
+            return found
+        with self._lock, self._reading():
+            db = self._connect(create=False)
+            if db is None:
+                return found
+            for start in range(0, len(wanted), _PAYLOAD_BATCH):
+                batch = wanted[start : start + _PAYLOAD_BATCH]
+                marks = ",".join("?" * len(batch))
+                rows = db.execute(f"SELECT hash, data FROM payloads WHERE hash IN ({marks})", batch).fetchall()
+                for digest, data in rows:
+                    if isinstance(digest, str) and isinstance(data, bytes):
+                        found[digest] = inflate(data, self.path, self.path / INDEX, 0, _MAX_PAYLOAD_BYTES)
+        return found
 
     def has_payload(self, digest: str) -> bool:
         """True when the store holds the payload ``digest``."""
@@ -305,27 +335,59 @@ class StoreReader:
         return row is not None
 
     def list_traces(
-        self, *, limit: int | None = None, failed: bool | None = None, include_replays: bool = False
+        self,
+        *,
+        limit: int | None = None,
+        failed: bool | None = None,
+        include_replays: bool = False,
+        root: str | None = None,
+        since_ns: int | None = None,
+        id_prefix: str | None = None,
+        replay_of: str | None = None,
     ) -> list[TraceSummary]:
         """Recorded traces, most recent first; production runs only unless ``include_replays``.
+
+        Every filter is answered by the index (no span line is read).
 
         Args:
             limit: at most this many.
             failed: True for traces whose root span failed only, False for the others.
             include_replays: also list replays recorded into this store (:attr:`TraceSummary.replay_of` set).
+            root: only traces whose root boundary (or root span) name matches this glob (``support_*``; case
+                sensitive; a name without ``*``, ``?`` or ``[`` matches itself only).
+            since_ns: only traces that started (or, still running, were last written) at or after this time, in ns
+                since the epoch.
+            id_prefix: only trace ids starting with these lowercase hex digits.
+            replay_of: only the replays of this trace id (implies ``include_replays``).
         """
         conditions = []
+        params: list[object] = []
         if failed is True:
             conditions.append("status = 'ERROR'")
         elif failed is False:
             conditions.append("status IS NOT 'ERROR'")
-        params: tuple[int, ...] = ()
+        if root is not None:
+            conditions.append("(root_boundary GLOB ? OR (root_boundary IS NULL AND root_name GLOB ?))")
+            params += [root, root]
+        if since_ns is not None:
+            conditions.append("COALESCE(start_ns, updated_ns) >= ?")
+            params.append(since_ns)
+        if id_prefix is not None:
+            if not _HEX_PREFIX.match(id_prefix):
+                return []
+            conditions.append("trace_id >= ? AND trace_id < ?")  # a range of the primary key: the index answers
+            params += [id_prefix, id_prefix + "g"]
         with self._lock, self._reading():
             db = self._connect(create=False)
             if db is None:
                 return []
             replays = _has_replay_column(db)  # an index of an earlier version holds production runs only
-            if replays and not include_replays:
+            if replay_of is not None:
+                if not replays:
+                    return []
+                conditions.append(f"{_REPLAY_COLUMN} = ?")
+                params.append(replay_of.lower())
+            elif replays and not include_replays:
                 conditions.append(f"{_REPLAY_COLUMN} IS NULL")
             query = f"SELECT {_summary_columns(replays)} FROM traces"
             if conditions:
@@ -333,7 +395,7 @@ class StoreReader:
             query += " ORDER BY COALESCE(start_ns, updated_ns) DESC, trace_id"
             if limit is not None:
                 query += " LIMIT ?"
-                params = (limit,)
+                params.append(limit)
             rows = db.execute(query, params).fetchall()
         return [self._summary(row) for row in rows]
 
@@ -446,7 +508,7 @@ class StoreReader:
                     raise StoreError(f"unreadable span segment ({exc.strerror})", full) from None
                 if len(line) != length:
                     raise StoreError(f"span segment truncated at byte {offset}", full)
-                yield full, offset, line
+                yield full, offset, inflate(line, self.path, full, offset, MAX_LINE_BYTES)
         finally:
             for fh, _ in handles.values():
                 fh.close()

@@ -76,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
             str(out),
             "--expect",
             "result.status == 'blocked'",
+            "--json",
         ],
         out=written,
     )

@@ -567,7 +567,9 @@ def test_the_bad_run_pulled_from_phoenix_replays_offline_without_sending_anythin
     env.update(PYTHONPATH=str(REPO), CHRONICLE_HOME=str(tmp_path / "cli-home"))
     incident = tmp_path / "incident.jsonl"
     source = f"phoenix+{phoenix.url}/?project={deployment.project}"
-    pulled = _cli("pull", trace_id, "--from", source, "-o", str(incident), "--wait", "30s", "--quiet", env=env)
+    pulled = _cli(
+        "pull", trace_id, "--from", source, "-o", str(incident), "--wait", "30s", "--quiet", "--json", env=env
+    )
     assert pulled.returncode == 0, f"{pulled.stdout}\n{pulled.stderr}"
     summary = json.loads(pulled.stdout.strip().splitlines()[-1])
     assert summary["boundaries"] == 3 and summary["missing_payloads"] == 0, summary
@@ -580,7 +582,7 @@ def test_the_bad_run_pulled_from_phoenix_replays_offline_without_sending_anythin
 
     out = tmp_path / "regressions"
     generated = _cli(
-        *("gen-test", trace_id, "--file", str(incident), "--out", str(out)),
+        *("gen-test", trace_id, "--file", str(incident), "--out", str(out), "--json"),
         *("--stub", "kind:llm", "--stub", "kind:tool"),
         *("--expect", 'result["shares"] == 1000', "--expect", 'result["status"] == "filled"'),
         env=env,

@@ -81,8 +81,8 @@ def _run(args: list[str], *, cwd: Path, env: dict[str, str], timeout: float = 12
 
 
 def _chronicle(args: list[str], *, cwd: Path, env: dict[str, str]) -> dict[str, Any]:
-    """Run the ``chronicle`` command; its last stdout line is a JSON summary."""
-    out = _run([sys.executable, "-m", "chronicle_otel.cli", *args], cwd=cwd, env=env)
+    """Run the ``chronicle`` command with ``--json``; its last stdout line is a JSON summary."""
+    out = _run([sys.executable, "-m", "chronicle_otel.cli", *args, "--json"], cwd=cwd, env=env)
     summary: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
     return summary
 

@@ -95,7 +95,8 @@ def test_pull_from_phoenix_and_replay(
     out = io.StringIO()
     portable = tmp_path / "incident.jsonl"
     url = f"phoenix+{phoenix.url}/?project={project}"
-    assert cli(["pull", trace_id, "--from", url, "-o", str(portable), "--store", str(store), "--quiet"], out=out) == 0
+    argv = ["pull", trace_id, "--from", url, "-o", str(portable), "--store", str(store), "--quiet", "--json"]
+    assert cli(argv, out=out) == 0
     summary = json.loads(out.getvalue())
     assert summary["boundaries"] == len(BOUNDARIES) and summary["missing_payloads"] == 0 and summary["rehydrated"] >= 1
     pulled = chronicle.load_trace(portable, store=tmp_path / "no-store")  # self-contained

@@ -4,6 +4,7 @@ import asyncio
 import contextlib
 import contextvars
 import dataclasses
+import functools
 import gc
 import inspect
 import json
@@ -115,6 +116,7 @@ class Broker:
         (lambda b: Broker.cls_first(5), "broker.cls_first", {"qty": 5}, 5),
         (lambda b: b.cls_first(6), "broker.cls_first", {"qty": 6}, 6),
         (lambda b: Broker.cls_second(7), "broker.cls_second", {"qty": 7}, 8),
+        (lambda b: b.cls_second(qty=3), "broker.cls_second", {"qty": 3}, 4),
         (lambda b: Broker.static_first(8), "broker.static_first", {"qty": 8}, 80),
         (lambda b: b.static_first(9), "broker.static_first", {"qty": 9}, 90),
         (lambda b: Broker.static_second(1), "broker.static_second", {"qty": 1}, 100),
@@ -127,6 +129,99 @@ def test_methods_exclude_self_and_cls(
     assert call(Broker()) == expected_output
     assert recorder.io(name, sc.INPUT) == expected_input
     assert recorder.io(name) == expected_output
+
+
+class SubBroker(Broker):
+    fee = 2
+
+    @classmethod
+    def cls_second(cls, qty: int) -> int:
+        return super().cls_second(qty) * 10
+
+
+def passthrough(func: Any) -> Any:
+    @functools.wraps(func)
+    def inner(*args: Any, **kwargs: Any) -> Any:
+        return func(*args, **kwargs)
+
+    return inner
+
+
+class Desk:
+    rate = 2
+
+    @classmethod
+    @passthrough
+    @chronicle.boundary(kind="tool", name="desk.quote")
+    def quote(cls, qty: int) -> int:
+        return qty * cls.rate
+
+
+def inputs_of(recorder: Recorder, name: str) -> list[Any]:
+    return [orjson.loads((s.attributes or {})[sc.INPUT]) for s in recorder.spans() if s.name == name]
+
+
+def test_a_classmethod_around_a_boundary_binds_the_class_it_is_called_through(recorder: Recorder) -> None:
+    # Python 3.13 calls what a classmethod wraps as a plain function with the class first: cls is still bound.
+    assert SubBroker.cls_second(1) == 30  # super() binds SubBroker: (1 + 2) * 10
+    assert SubBroker().cls_second(qty=2) == 40
+    assert SubBroker.cls_first(3) == 6
+    assert Desk.quote(4) == 8 and Desk().quote(qty=5) == 10  # a decorator between: found through __wrapped__
+    assert inputs_of(recorder, "broker.cls_second") == [{"qty": 1}, {"qty": 2}]
+    assert inputs_of(recorder, "broker.cls_first") == [{"qty": 3}]
+    assert inputs_of(recorder, "desk.quote") == [{"qty": 4}, {"qty": 5}]
+
+
+def test_a_plain_call_with_a_class_first_still_records_it(recorder: Recorder) -> None:
+    @chronicle.boundary(name="describe")
+    def describe(kind: type, size: int) -> str:
+        return f"{kind.__name__}:{size}"
+
+    assert describe(Broker, 2) == "Broker:2"
+    assert Broker.__dict__["cls_second"].__func__(Broker, 5) == 6  # the classmethod's function itself, called plainly
+    [recorded] = inputs_of(recorder, "describe")
+    assert sorted(recorded) == ["kind", "size"] and recorded["size"] == 2
+    assert inputs_of(recorder, "broker.cls_second") == [{"qty": 5}]
+
+
+def test_a_replay_stubs_a_classmethod_around_a_boundary(recorder: Recorder, monkeypatch: pytest.MonkeyPatch) -> None:
+    Broker.cls_second(7)
+    recorder.config.force_flush()
+    trace = chronicle.load_trace(recorder.store, "latest")
+    assert trace.root is not None and trace.root.decode_input() == {"qty": 7}
+    monkeypatch.setattr(Broker, "fee", 100)
+    with chronicle.replay(trace, stub={"broker.cls_second"}) as run:
+        assert Broker.cls_second(7) == 8  # the recorded answer, matched on the recorded input
+    assert run.report.ok, run.report
+    assert run.report.stubbed == [(("broker.cls_second", 0),)]
+
+
+class Vendor:
+    """A third-party class with a classmethod and a staticmethod, instrumented in place."""
+
+    rate = 3
+
+    @classmethod
+    def quote(cls, qty: int) -> int:
+        return qty * cls.rate
+
+    @staticmethod
+    def fee(qty: int) -> int:
+        return qty + 1
+
+
+def test_instrumented_classmethods_and_staticmethods_record_no_cls(recorder: Recorder) -> None:
+    chronicle.instrument(Vendor, "quote", name="vendor.quote")
+    chronicle.instrument(Vendor, "fee", name="vendor.fee")
+    try:
+        assert Vendor.quote(2) == 6 and Vendor().quote(qty=3) == 9
+        assert Vendor.fee(1) == 2 and Vendor().fee(qty=2) == 3
+    finally:
+        assert chronicle.uninstrument(Vendor, "quote") is True
+        assert chronicle.uninstrument(Vendor, "fee") is True
+    assert isinstance(Vendor.__dict__["quote"], classmethod) and isinstance(Vendor.__dict__["fee"], staticmethod)
+    assert inputs_of(recorder, "vendor.quote") == [{"qty": 2}, {"qty": 3}]
+    assert inputs_of(recorder, "vendor.fee") == [{"qty": 1}, {"qty": 2}]
 
 
 def test_varargs_and_kwargs_are_bound_by_name(recorder: Recorder) -> None:

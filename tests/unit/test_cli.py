@@ -20,7 +20,7 @@ from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace import ReadableSpan
 
 import chronicle_otel as chronicle
-from chronicle_otel.cli import _commands, main
+from chronicle_otel.cli import _commands, _gen_test, main
 from tests.conftest import Recorder
 
 REPO = Path(__file__).resolve().parents[2]
@@ -54,7 +54,7 @@ def test_list_show_and_failed_filter(recorder: Recorder) -> None:
     code, out = run("list", "--store", store)
     assert code == 0
     lines = out.splitlines()
-    assert lines[0].startswith("trace id") and len(lines) == 3
+    assert lines[0].startswith("ID ") and len(lines) == 3
     assert "ERROR" in lines[1] and "cli.agent" in lines[1]
     code, out = run("list", "--store", store, "--failed")
     assert len(out.splitlines()) == 2
@@ -76,7 +76,7 @@ def test_gen_test_writes_a_test_that_runs_as_is(recorder: Recorder, tmp_path: Pa
     cli_agent("hello")
     recorder.config.force_flush()
     out_dir = tmp_path / "regressions"
-    code, out = run("gen-test", "latest", "--store", str(recorder.path), "--out", str(out_dir))
+    code, out = run("gen-test", "latest", "--store", str(recorder.path), "--out", str(out_dir), "--json")
     assert code == 0
     written = json.loads(out)
     test_file, trace_file = Path(written["test"]), Path(written["trace"])
@@ -132,7 +132,7 @@ def test_gen_test_from_a_file(recorder: Recorder, tmp_path: Path) -> None:
     cli_agent("hello")
     recorder.config.force_flush()
     saved = chronicle.load_trace(recorder.store, "latest").save(tmp_path / "incident.jsonl")
-    code, out = run("gen-test", "-", "--file", str(saved), "--out", str(tmp_path / "t"))
+    code, out = run("gen-test", "-", "--file", str(saved), "--out", str(tmp_path / "t"), "--json")
     assert code == 0 and Path(json.loads(out)["test"]).exists()
 
 
@@ -153,6 +153,7 @@ def test_pull_from_a_collector_file_then_replay(recorder: Recorder, tmp_path: Pa
         str(tmp_path / "t.jsonl"),
         "--store",
         str(recorder.path),
+        "--json",
     )
     assert code == 0
     summary = json.loads(out)
@@ -187,7 +188,8 @@ def generate(recorder: Recorder, tmp_path: Path, *options: str) -> tuple[str, st
     out, err = io.StringIO(), io.StringIO()
     old_err, sys.stderr = sys.stderr, err
     try:
-        code = main(["gen-test", "latest", "--store", str(recorder.path), "--out", str(tmp_path), *options], out=out)
+        argv = ["gen-test", "latest", "--store", str(recorder.path), "--out", str(tmp_path), "--json", *options]
+        code = main(argv, out=out)
     finally:
         sys.stderr = old_err
     assert code == 0, err.getvalue()
@@ -240,8 +242,8 @@ def test_gen_test_lists_recorded_names_as_literals_in_the_comment(recorder: Reco
         dataclasses.replace(b, name=hostile) if b.name == "cli.lookup" else b for b in trace.boundaries
     ]  # the comment block is computed from the trace: a name cannot end the comment line
     fake = Trace(trace.trace_id, trace.spans, tuple(renamed), trace.root)
-    lines = _commands._live_lines(fake, ["kind:llm"], [])
-    block = _commands._live_comment(lines)
+    lines = _gen_test._live_lines(fake, ["kind:llm"], [])
+    block = _gen_test._live_comment(lines)
     assert block.count("\n") == len(lines) and all(line.startswith("# ") for line in block.splitlines())
     assert ast.literal_eval(block.splitlines()[2].split()[2]) == hostile
     assert ast.parse(block).body == []
@@ -280,7 +282,16 @@ def test_pull_of_a_trace_with_missing_payloads_writes_it_and_exits_3(
     recorder.config.force_flush()
     (tmp_path / "collector.jsonl").write_bytes(otlp_lines(recorder.spans()))
     tid = recorder.store.list_traces()[0].trace_id
-    args = ["pull", tid, "--from", str(tmp_path / "collector.jsonl"), "-o", str(tmp_path / "t.jsonl"), "--quiet"]
+    args = [
+        "pull",
+        tid,
+        "--from",
+        str(tmp_path / "collector.jsonl"),
+        "-o",
+        str(tmp_path / "t.jsonl"),
+        "--quiet",
+        "--json",
+    ]
     code, out, err = run_err(*args, "--store", str(no_local_store))
     assert code == _commands.EXIT_INCOMPLETE == 3
     assert (tmp_path / "t.jsonl").exists()  # written all the same, to look at
@@ -309,7 +320,7 @@ def test_pull_of_a_trace_without_boundary_exits_3(recorder: Recorder, tmp_path: 
     with recorder.provider.get_tracer("svc").start_as_current_span("GET /orders") as span:
         tid = format(span.get_span_context().trace_id, "032x")
     (tmp_path / "collector.jsonl").write_bytes(otlp_lines(recorder.spans()))
-    args = ["pull", tid, "--from", str(tmp_path / "collector.jsonl"), "-o", str(tmp_path / "t.jsonl")]
+    args = ["pull", tid, "--from", str(tmp_path / "collector.jsonl"), "-o", str(tmp_path / "t.jsonl"), "--json"]
     code, out, err = run_err(*args)
     assert code == 3 and (tmp_path / "t.jsonl").exists()
     summary = json.loads(out)
@@ -411,7 +422,7 @@ def test_pull_wait_fetches_until_the_trace_is_whole_and_stable(
     backend = growing(tid, [None, [http], [http, llm], [http, llm, agent]])
     out_file = str(tmp_path / "t.jsonl")
     code, out, err = run_err(
-        "pull", tid, "--from", backend.url, "-o", out_file, "--wait", "30s", "--poll-interval", "0"
+        "pull", tid, "--from", backend.url, "-o", out_file, "--wait", "30s", "--poll-interval", "0", "--json"
     )
     assert code == 0, err
     summary = json.loads(out)
@@ -428,7 +439,7 @@ def test_pull_wait_fetches_until_the_trace_is_whole_and_stable(
 
     backend = growing(tid, [[http]])  # stable, but never a boundary: polls until the time is up
     code, out, err = run_err(
-        "pull", tid, "--from", backend.url, "-o", out_file, "--wait", "50ms", "--poll-interval", "0.01"
+        "pull", tid, "--from", backend.url, "-o", out_file, "--wait", "50ms", "--poll-interval", "0.01", "--json"
     )
     assert code == 3 and backend.requests >= 1 and json.loads(out)["boundaries"] == 0
     assert "wait for the backend (--wait 30s)" in err.splitlines()[-1]
@@ -456,7 +467,17 @@ def test_pull_wait_reports_a_trace_still_growing_when_time_is_up(
     backend = growing(tid, [whole[:2], whole, whole[:2], whole, whole[:2], whole])  # never the same twice in a row
     ticks = iter(range(1000))
     monkeypatch.setattr(_commands, "_clock", lambda: float(next(ticks)))  # each look at the clock: one second later
-    args = ("pull", tid, "--from", backend.url, "-o", str(tmp_path / "t.jsonl"), "--store", str(recorder.path))
+    args = (
+        "pull",
+        tid,
+        "--from",
+        backend.url,
+        "-o",
+        str(tmp_path / "t.jsonl"),
+        "--store",
+        str(recorder.path),
+        "--json",
+    )
     code, out, err = run_err(*args, "--wait", "4s", "--poll-interval", "0")
     assert code == 3
     summary = json.loads(out)
@@ -483,7 +504,9 @@ def test_pull_from_a_directory_or_glob_of_rotated_files(recorder: Recorder, tmp_
     tid = rotated_collector_output(recorder, tmp_path / "collector-out")
     for source in (tmp_path / "collector-out", tmp_path / "collector-out" / "traces*.jsonl*"):
         out_file = str(tmp_path / "t.jsonl")
-        code, out, err = run_err("pull", tid, "--from", str(source), "-o", out_file, "--store", str(recorder.path))
+        code, out, err = run_err(
+            "pull", tid, "--from", str(source), "-o", out_file, "--store", str(recorder.path), "--json"
+        )
         assert code == 0, err
         summary = json.loads(out)
         assert summary["spans"] == 4 and summary["boundaries"] == 4 and summary["complete"] is True

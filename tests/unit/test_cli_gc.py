@@ -123,3 +123,10 @@ def test_gc_defaults_to_the_chronicle_home(store: Path, monkeypatch: pytest.Monk
     code, out = run("gc", "--success-rate", "0.5", "--grace", "0", "--json")
     assert code == 0 and json.loads(out)["traces_removed"] == 2
     assert RetentionPolicy(success_rate=0.5).sampled(tid(10, True))
+
+
+@pytest.fixture(autouse=True)
+def plain_store_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests read, size or damage segment bytes by hand: the store writes them as plain JSON lines here
+    (tests/unit/store/test_compression.py covers the compressed form)."""
+    monkeypatch.setenv("CHRONICLE_STORE_COMPRESS", "false")

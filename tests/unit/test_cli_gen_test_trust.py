@@ -35,7 +35,8 @@ def gen_test(recorder: Recorder, out_dir: Path, *options: str) -> tuple[int, str
     old = sys.stderr
     sys.stderr = err
     try:
-        code = main(["gen-test", "latest", "--store", str(recorder.path), "--out", str(out_dir), *options], out=out)
+        argv = ["gen-test", "latest", "--store", str(recorder.path), "--out", str(out_dir), "--json", *options]
+        code = main(argv, out=out)
     finally:
         sys.stderr = old
     return code, out.getvalue(), err.getvalue()
@@ -95,3 +96,33 @@ def test_an_override_and_an_import_run_as_written(recorder: Recorder, tmp_path: 
     proc = run_pytest(test_file)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "1 passed" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("--import", "from __future__ import annotations", "__future__"),
+        ("--import", "import os as pytest", "would replace 'pytest'"),
+        ("--import", "from os import *", "no *"),
+        ("--expect", "await result", "would not compile"),
+        ("--override", "gt.price[0]=(yield 1)", "would not compile"),
+    ],
+)
+def test_a_test_that_would_not_run_is_not_written(
+    recorder: Recorder, tmp_path: Path, option: str, value: str, message: str
+) -> None:
+    gt_agent("MSFT")
+    recorder.config.force_flush()
+    code, _out, err = gen_test(recorder, tmp_path / "out", option, value)
+    assert code == 2 and message in err
+    assert not (tmp_path / "out").exists() or not list((tmp_path / "out").glob("test_*.py"))
+
+
+def test_an_overridden_call_is_not_listed_as_live(recorder: Recorder, tmp_path: Path) -> None:
+    gt_agent("MSFT")
+    recorder.config.force_flush()
+    code, _out, err = gen_test(recorder, tmp_path / "a", "--live", "gt.price")
+    assert code == 0 and '"gt.price"' in err  # selected live: listed
+    code, _out, err = gen_test(recorder, tmp_path / "b", "--live", "gt.price", "--override", "gt.price[0]=1.0")
+    assert code == 0 and '"gt.agent"' in err  # the root still runs live
+    assert '"gt.price"' not in err  # the override answers it: not a live call

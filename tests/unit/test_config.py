@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -275,4 +276,5 @@ def test_spans_of_a_normal_run_are_flushed_at_exit(tmp_path: Path) -> None:
         "for _ in range(7): last()\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[2])
-    assert len(chronicle.LocalStore(tmp_path / "exit").list_traces()) == 7
+    with contextlib.closing(chronicle.LocalStore(tmp_path / "exit")) as store:
+        assert len(store.list_traces()) == 7

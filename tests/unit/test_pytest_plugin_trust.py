@@ -239,3 +239,29 @@ def test_an_override_on_the_marker(project: pytest.Pytester) -> None:
     )
     result = project.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
+
+
+def test_the_marker_alone_replays_and_misused_arguments_are_errors(project: pytest.Pytester) -> None:
+    project.makepyfile(
+        test_inner="""
+        import pytest
+        import netagent
+
+        @pytest.mark.chronicle_replay("traces/run.jsonl")
+        def test_marker_only():
+            before = netagent.CALLS["llm"]
+            assert netagent.run("sell $1,000") == "filled"
+            assert netagent.CALLS["llm"] == before  # the plan came from the recording
+
+        @pytest.mark.chronicle_replay("traces/run.jsonl", None, {"kind:tool"})
+        def test_three_positional(chronicle_replay):
+            pass
+
+        @pytest.mark.chronicle_replay("traces/run.jsonl", None, trace_id="x")
+        def test_trace_id_twice(chronicle_replay):
+            pass
+        """
+    )
+    result = project.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, errors=2)
+    result.stdout.fnmatch_lines(["*give the options by name*", "*trace_id given both by position and by name*"])

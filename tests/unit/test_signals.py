@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -38,7 +39,8 @@ def _run(tmp_path: Path, body: str, **env: str) -> subprocess.CompletedProcess[s
 
 
 def _stored(tmp_path: Path) -> int:
-    return len(StoreReader(tmp_path / "store").list_traces())
+    with contextlib.closing(StoreReader(tmp_path / "store")) as reader:
+        return len(reader.list_traces())
 
 
 def test_sigterm_with_the_default_action_flushes_then_ends_the_process_by_the_signal(tmp_path: Path) -> None:

@@ -568,9 +568,9 @@ def test_the_network_guard_refuses_a_live_sdk_call_and_names_its_boundary(
     else:
         _, trace = _record_sync(recorder, oa, an)
     before = (oa.count(), an.count())
-    with chronicle.replay(trace, stub=(), live={"kind:llm"}, allow_hosts=()) as run:  # a live model call, no network
-        with pytest.raises(Exception) as caught:
-            run.rerun()
+    live_model_no_network = chronicle.replay(trace, stub=(), live={"kind:llm"}, allow_hosts=())
+    with live_model_no_network as run, pytest.raises(Exception) as caught:
+        run.rerun()
     refusal = find_refusal(caught.value)
     assert refusal is not None, repr(caught.value)
     assert refusal.host == "127.0.0.1" and "(llm)" in refusal.boundary

@@ -980,3 +980,10 @@ def test_whole_attributes_from_a_damaged_store_only_mean_nothing_to_rehydrate(
     trace = chronicle.load_trace(write(tmp_path, doc), store=recorder.store)
     [b] = trace.boundaries
     assert b.raw_input is not None and b.raw_input.status in ("missing", "rehydrated")
+
+
+@pytest.fixture(autouse=True)
+def plain_store_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests read, size or damage segment bytes by hand: the store writes them as plain JSON lines here
+    (tests/unit/store/test_compression.py covers the compressed form)."""
+    monkeypatch.setenv("CHRONICLE_STORE_COMPRESS", "false")

@@ -3,6 +3,7 @@ it is sandboxed, and the configuration that was active before is back afterwards
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 from collections.abc import Iterator
@@ -67,7 +68,8 @@ def test_a_replay_sends_nothing_to_the_pipeline_and_writes_nothing_to_the_store(
         run.rerun()
         assert run.replay_store is not None
         sandbox = run.replay_store
-        replayed = StoreReader(sandbox).list_traces(include_replays=True)
+        with contextlib.closing(StoreReader(sandbox)) as reader:
+            replayed = reader.list_traces(include_replays=True)
         assert len(replayed) == 1 and replayed[0].root_boundary == "t.agent"  # the replay's own spans, kept apart
         assert replayed[0].replay_of == trace.trace_id
     assert run.report.ok, run.report

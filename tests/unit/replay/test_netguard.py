@@ -275,7 +275,6 @@ def test_a_refused_name_never_reaches_the_resolver(resolver: Resolver, allow: li
         ("gethostbyname", "x.invalid"),
         ("gethostbyname_ex", "x.invalid"),
         ("gethostbyaddr", "x.invalid"),
-        ("gethostbyaddr", "127.0.0.1"),
     ],
 )
 def test_every_resolver_function_is_checked(resolver: Resolver, function: str, argument: str) -> None:
@@ -285,11 +284,23 @@ def test_every_resolver_function_is_checked(resolver: Resolver, function: str, a
     assert resolver.calls == []
 
 
-def test_getnameinfo_is_checked(resolver: Resolver) -> None:
+def test_reverse_lookups_of_this_machine_are_answered_without_a_resolver(resolver: Resolver) -> None:
+    # A reverse lookup is a PTR query to DNS even for loopback: the guard answers it itself.
     with NetworkGuard([]):
-        error = refusal_of(lambda: socket.getnameinfo(("127.0.0.1", 80), 0))
-    assert (error.host, error.port) == ("127.0.0.1", 80)
-    assert resolver.calls == []
+        assert socket.gethostbyaddr("127.0.0.9") == ("localhost", [], ["127.0.0.9"])
+        assert socket.gethostbyaddr("::1") == ("localhost", [], ["::1"])
+        assert socket.getnameinfo(("127.0.0.1", 80), 0) == ("localhost", "80")
+        error = refusal_of(lambda: socket.getnameinfo(("x.invalid", 80), 0))
+    assert (error.host, error.port) == ("x.invalid", 80)
+    # only the numeric form is asked of the system (for the service), never a reverse lookup
+    assert {call[0] for call in resolver.calls} <= {"getnameinfo"}
+    assert all(call[1] == "127.0.0.1" for call in resolver.calls)
+
+
+def test_an_ipv4_address_with_a_zone_is_a_name() -> None:
+    # The system resolver reads "127.0.0.1%x.invalid" as a name: it must not pass for the address.
+    assert not AllowList(["127.0.0.0/8"]).permits("127.0.0.1%x.invalid")
+    assert AllowList(["fe80::/10"]).permits("fe80::1%eth0")
 
 
 def test_an_ip_literal_lookup_is_checked_as_an_address(resolver: Resolver) -> None:
@@ -303,10 +314,11 @@ def test_an_ip_literal_lookup_is_checked_as_an_address(resolver: Resolver) -> No
 def test_names_match_case_insensitively_and_a_lookup_without_host_is_not_checked(resolver: Resolver) -> None:
     resolver.table["svc.invalid"] = "127.0.0.1"
     with NetworkGuard(["Svc.Invalid"]):
-        socket.getaddrinfo("SVC.INVALID.", 80)
+        socket.getaddrinfo("SVC.INVALID", 80)
         socket.gethostbyname("svc.invalid")
         socket.getaddrinfo(None, 80)
-    assert resolver.calls == [("getaddrinfo", "SVC.INVALID."), ("gethostbyname", "svc.invalid"), ("getaddrinfo", None)]
+        refusal_of(lambda: socket.getaddrinfo("svc.invalid.", 80))  # fully qualified: another name to DNS
+    assert resolver.calls == [("getaddrinfo", "SVC.INVALID"), ("gethostbyname", "svc.invalid"), ("getaddrinfo", None)]
 
 
 def test_an_allowed_name_allows_the_addresses_it_resolves_to(listener: Listener, resolver: Resolver) -> None:
@@ -566,7 +578,7 @@ def test_a_single_string_is_not_an_allow_list() -> None:
 def test_allow_list_entries() -> None:
     allow = AllowList(["LocalHost", "10.1.2.3", "192.168.0.0/16", "fe80::/10", "10.0.0.9/8"])
     assert allow.entries == ("LocalHost", "10.1.2.3", "192.168.0.0/16", "fe80::/10", "10.0.0.9/8")
-    assert allow.permits("localhost.") and allow.permits("LOCALHOST")
+    assert allow.permits("LOCALHOST") and not allow.permits("localhost.")
     assert not allow.permits("localhost.invalid")
     assert allow.permits("10.200.0.1")  # host bits in a network entry are ignored
     assert allow.permits("192.168.3.4") and not allow.permits("192.169.0.1")
@@ -609,6 +621,34 @@ NAMES = st.from_regex(r"[a-z0-9-]{1,12}(\.[a-z0-9-]{1,12}){0,3}", fullmatch=True
 @given(NAMES, st.ip_addresses())
 def test_names_match_only_themselves_and_never_an_address(name: str, address: Any) -> None:
     allow = AllowList([name])
-    assert allow.permits(name.upper()) and allow.permits(name + ".")
+    assert allow.permits(name.upper()) and not allow.permits(name + ".")
     assert not allow.permits(name + "x.invalid")
     assert not allow.permits(str(address))
+
+
+def test_datagrams_and_bytes_hosts_are_checked(listener: Listener) -> None:
+    receiver = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    receiver.bind(("127.0.0.1", 0))
+    receiver.settimeout(0.2)
+    port = receiver.getsockname()[1]
+    try:
+        with NetworkGuard([]):
+            sender = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            try:
+                error = refusal_of(lambda: sender.sendto(b"x", ("127.0.0.1", port)))
+                assert (error.host, error.operation) == ("127.0.0.1", "connect")
+                if hasattr(sender, "sendmsg"):
+                    refusal_of(lambda: sender.sendmsg([b"x"], [], 0, ("127.0.0.1", port)))
+            finally:
+                sender.close()
+            raw = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            try:
+                error = refusal_of(lambda: raw.connect((bytearray(b"127.0.0.1"), listener.port)))
+                assert error.host == "127.0.0.1"
+            finally:
+                raw.close()
+        with pytest.raises(TimeoutError):
+            receiver.recvfrom(16)  # nothing arrived
+        assert not listener.accepted()
+    finally:
+        receiver.close()

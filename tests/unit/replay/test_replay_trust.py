@@ -4,6 +4,7 @@ one allow-list, inputs kept as recorded, and the report's details."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import subprocess
@@ -52,9 +53,14 @@ def place(order: Order) -> str:
     return f"sold {order.qty} {order.symbol}"
 
 
+EXTRA = {"classify": False, "rerank": False}
+
+
 @chronicle.boundary(kind="agent", name="trust.agent")
 def agent(prompt: str) -> str:
     order = classify(prompt)
+    if EXTRA["rerank"]:  # a new model call the recording does not have
+        order = rerank(order)
     try:
         return place(order)
     except Refused as exc:
@@ -81,7 +87,7 @@ async def async_agent(prompt: str) -> str:
         ({"stub": {"kind:lm"}}, ["'kind:llm'", "'kind:tool'", "'kind:guardrail'"]),
         ({"stub": {"clasify"}}, ["'trust.classify'"]),
         ({"stub": {"crm.*"}}, ["'trust.agent'"]),
-        ({"live": {"trust.plac"}}, ["'trust.place'", "on_missing"]),
+        ({"live": {"trust.plac"}}, ["'trust.place'", "defined in this process"]),
     ],
 )
 def test_a_selector_that_selects_nothing_raises_before_any_call(
@@ -240,9 +246,6 @@ def test_an_async_root_error_has_its_own_traceback_only(recorder: Recorder) -> N
     assert "During handling of the above exception" not in text
 
 
-EXTRA = {"classify": False}
-
-
 @chronicle.boundary(kind="agent", name="trust.changing")
 def changing(prompt: str) -> str:
     if EXTRA["classify"]:  # the code changed: one more model call than recorded
@@ -381,3 +384,164 @@ def test_unresolved_objects_stay_unresolved_for_classes_outside_the_allow_list(r
     classify_call = trace.boundaries[1]
     assert isinstance(classify_call.output, Order)  # tests. defines boundaries: allowed
     assert isinstance(classify_call.decode_output(()), UnresolvedObject)
+
+
+# ---------------------------------------------------------------------------------------------- no way around it
+
+
+@chronicle.boundary(kind="agent", name="trust.pooled")
+def pooled(prompt: str) -> str:
+    import concurrent.futures
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:  # the worker thread does not inherit the context
+        order = pool.submit(classify, prompt).result()
+    return place(order)
+
+
+def test_a_call_from_a_thread_without_the_replay_context_still_answers_to_the_replay(recorder: Recorder) -> None:
+    record(recorder, pooled, "sell 5 MSFT")
+    [summary] = [t for t in recorder.store.list_traces() if t.root_boundary == "trust.pooled"]
+    trace = chronicle.load_trace(recorder.store, summary.trace_id)
+    assert [b.name for b in trace.boundaries] == ["trust.pooled", "trust.place", "trust.guard"]  # classify: elsewhere
+    before = CALLS["llm"]
+    with chronicle.replay(trace) as run, pytest.raises(ReplayDivergence):
+        run.rerun()
+    assert CALLS["llm"] == before  # the model was not called from the pool
+    assert [f.kind for f in run.report.divergences][:1] == ["unexpected-call"]
+
+
+def test_the_decorator_form_fails_on_a_bad_report(recorder: Recorder) -> None:
+    trace = record(recorder, agent, "sell 5 MSFT")
+    replayed = chronicle.replay(trace, stub=())  # the LLM runs live, unasked
+
+    @replayed
+    def scenario() -> str:
+        return agent("sell 5 MSFT")
+
+    with pytest.raises(ReplayDivergence, match="live-llm"):
+        scenario()
+    assert not replayed.report.ok
+
+
+def test_an_async_root_rerun_outside_a_with_block_runs_inside_the_replay(recorder: Recorder) -> None:
+    trace = record(recorder, async_agent, "sell 5 MSFT")
+    before = CALLS["llm"]
+    run = chronicle.replay(trace)
+    assert run.rerun() == "sold 11 MSFT"
+    assert CALLS["llm"] == before
+    assert run.report.ok and run.report.stubbed, run.report
+
+
+@chronicle.boundary(kind="agent", name="trust.gen_root")
+def gen_root(prompt: str) -> Any:
+    yield classify(prompt)
+
+
+def test_a_generator_root_rerun_outside_a_with_block_is_refused(recorder: Recorder) -> None:
+    trace = record(recorder, lambda p: list(gen_root(p)), "sell 5 MSFT")
+    before = CALLS["llm"]
+    with pytest.raises(ReplayError, match="is a generator"):
+        chronicle.replay(trace).rerun()
+    with chronicle.replay(trace) as run:
+        assert list(run.rerun()) == [Order("MSFT", 11)]
+    assert CALLS["llm"] == before and run.report.ok, run.report
+
+
+@chronicle.boundary(kind="llm", name="lit.a[1]")
+def lit_bracket(prompt: str) -> str:
+    CALLS["llm"] += 1
+    return "bracket"
+
+
+@chronicle.boundary(kind="llm", name="lit.a1")
+def lit_plain(prompt: str) -> str:
+    CALLS["llm"] += 1
+    return "plain"
+
+
+@chronicle.boundary(kind="agent", name="lit.agent")
+def lit_agent(prompt: str) -> str:
+    return lit_bracket(prompt) + lit_plain(prompt)
+
+
+def test_a_selector_that_is_a_boundary_name_is_not_a_glob(recorder: Recorder) -> None:
+    trace = record(recorder, lit_agent, "x")
+    with chronicle.replay(trace, live={"lit.a[1]"}) as run:
+        run.rerun()
+    assert run.report.live_llm == [(("lit.agent", 0), ("lit.a[1]", 0))]  # not lit.a1, which the glob would match
+    assert run.report.ok, run.report
+
+
+def test_an_unrecorded_call_block_is_a_divergence(recorder: Recorder) -> None:
+    trace = record(recorder, agent, "sell 5 MSFT")
+
+    @chronicle.boundary(kind="agent", name="trust.agent")
+    def with_block(prompt: str) -> str:
+        with chronicle.call("trust.lookup", kind="tool", input={"q": prompt}) as c:
+            c.set_output("found")
+        return "done"
+
+    ran = []
+    block = chronicle.call("trust.lookup", kind="tool", input={"q": 1})
+    with chronicle.replay(trace) as run, pytest.raises(ReplayDivergence, match=r"call\(\.\.\.\) block"), block:
+        ran.append(True)
+    assert ran == []  # the block's body did not run
+    assert [f.kind for f in run.report.divergences][:1] == ["unexpected-call"]
+
+
+@chronicle.boundary(kind="llm", name="trust.tokens")
+def tokens(prompt: str) -> Any:
+    CALLS["llm"] += 1
+    yield from prompt.split()
+
+
+@chronicle.boundary(kind="agent", name="trust.streamer")
+def streamer(prompt: str, read: int = 99) -> list[str]:
+    out = []
+    for i, token in enumerate(tokens(prompt)):
+        if i >= read:
+            break
+        out.append(token)
+    return out
+
+
+def test_stream_overrides_and_reading_past_a_recording(recorder: Recorder) -> None:
+    trace = record(recorder, streamer, "a b c")
+    with chronicle.replay(trace, override={"trust.tokens": iter(["x", "y"])}) as run:
+        assert run.rerun() == ["x", "y"]
+    with chronicle.replay(trace, override={"trust.tokens": "x y"}) as run, pytest.raises(ReplayError, match="list"):
+        run.rerun()
+    short = record(recorder, streamer, "a b c", read=1)  # the consumer stopped after one item
+    with chronicle.replay(short) as run, contextlib.suppress(ReplayDivergence):  # a consumer that swallows it
+        run.rerun(read=99)
+    assert "past-recording" in [f.kind for f in run.report.divergences]
+
+
+def test_a_refusal_outside_every_boundary_is_said_so(recorder: Recorder) -> None:
+    import socket
+
+    from chronicle_otel.errors import NetworkBlockedError
+
+    trace = record(recorder, agent, "sell 5 MSFT")
+    with chronicle.replay(trace, allow_hosts=()) as run:
+        run.rerun()
+        with pytest.raises(NetworkBlockedError, match="outside any boundary of the replay"):
+            socket.getaddrinfo("model.invalid", 443)
+
+
+@chronicle.boundary(kind="llm", name="trust.rerank")
+def rerank(order: Order) -> Order:
+    CALLS["llm"] += 1
+    return order
+
+
+def test_a_new_boundary_can_be_selected_live(recorder: Recorder) -> None:
+    trace = record(recorder, agent, "sell 5 MSFT")
+    EXTRA["rerank"] = True
+    try:
+        with chronicle.replay(trace, live={"trust.rerank"}, on_missing="live") as run:
+            run.rerun()
+    finally:
+        EXTRA["rerank"] = False
+    assert run.report.live_llm == [(("trust.agent", 0), ("trust.rerank", 0))]
+    assert not [f for f in run.report.divergences if f.kind == "live-llm"], run.report

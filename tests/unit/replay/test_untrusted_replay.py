@@ -120,6 +120,7 @@ def test_replaying_a_tampered_output_never_runs_it(recorder: Recorder, project: 
     with chronicle.replay(trace, stub={"kind:llm"}) as run:
         result = run.rerun()
     assert not marker.exists()
+    assert [f.kind for f in run.report.divergences] == ["unresolved"]
     assert "UnresolvedObject" in result and "evilapp.tools.subprocess.Popen" in result
     stubbed = trace.find("evil.plan")[0]
     assert isinstance(stubbed.output, chronicle.codec.UnresolvedObject)
@@ -130,11 +131,15 @@ def test_a_generated_test_of_a_tampered_trace_never_runs_it(recorder: Recorder, 
     path = recorded_file(recorder, project)
     tamper(path, "evil.plan", {sc.OUTPUT: popen_payload(marker)})
     out = io.StringIO()
-    assert main(["gen-test", "-", "--file", str(path), "--out", str(project / "regressions")], out=out) == 0
+    assert main(["gen-test", "-", "--file", str(path), "--out", str(project / "regressions"), "--json"], out=out) == 0
     test_file = Path(json.loads(out.getvalue())["test"])
     assert "import evilapp.tools" in test_file.read_text()
     proc = run_pytest(test_file, project)
-    assert "1 passed" in proc.stdout, proc.stdout + proc.stderr
+    # The test runs to its end and fails on the report: the stub could only answer with a placeholder.
+    assert "1 failed" in proc.stdout, proc.stdout + proc.stderr
+    assert (
+        "[unresolved] evil.agent[0] > evil.plan[0]: the recording holds evilapp.tools.subprocess.Popen" in proc.stdout
+    )
     assert not marker.exists()
 
 
@@ -153,7 +158,7 @@ def test_recorded_names_enter_generated_code_only_as_literals(recorder: Recorder
         injected = f'os; os.system("touch {marker}"); import evilapp.tools.agent'
     tamper(path, "evil.agent", {field: injected})
     out = io.StringIO()
-    assert main(["gen-test", "-", "--file", str(path), "--out", str(project / "regressions")], out=out) == 0
+    assert main(["gen-test", "-", "--file", str(path), "--out", str(project / "regressions"), "--json"], out=out) == 0
     test_file = Path(json.loads(out.getvalue())["test"])
     source = test_file.read_text()
     tree = ast.parse(source)  # a name holding quotes and newlines is a literal, not code
@@ -187,7 +192,7 @@ def test_the_import_is_written_only_for_project_modules(recorder: Recorder, proj
     ]:
         tamper(path, "evil.agent", {sc.CODE_FUNCTION: recorded})
         out = io.StringIO()
-        assert main(["gen-test", "-", "--file", str(path), "--out", str(project / "t")], out=out) == 0
+        assert main(["gen-test", "-", "--file", str(path), "--out", str(project / "t"), "--json"], out=out) == 0
         source = Path(json.loads(out.getvalue())["test"]).read_text()
         assert expected in source, (recorded, source)
         ast.parse(source)

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -199,12 +200,12 @@ def test_reading_a_missing_store_is_empty(tmp_path: Path) -> None:
 
 
 def test_put_payload_checks_the_digest(tmp_path: Path) -> None:
-    store = LocalStore(tmp_path)
-    store.put_payload(payload_digest(b"abc"), b"abc")
-    store.put_payload(payload_digest(b"abc"), b"abc")
-    assert store.get_payload(payload_digest(b"abc")) == b"abc"
-    with pytest.raises(ValueError, match="digest mismatch"):
-        store.put_payload(payload_digest(b"abc"), b"abd")
+    with contextlib.closing(LocalStore(tmp_path)) as store:
+        store.put_payload(payload_digest(b"abc"), b"abc")
+        store.put_payload(payload_digest(b"abc"), b"abc")
+        assert store.get_payload(payload_digest(b"abc")) == b"abc"
+        with pytest.raises(ValueError, match="digest mismatch"):
+            store.put_payload(payload_digest(b"abc"), b"abd")
 
 
 def test_default_store_path_honours_chronicle_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -261,7 +262,14 @@ def test_several_processes_record_into_one_store(tmp_path: Path) -> None:
         for _ in range(3)
     ]
     assert [p.wait(timeout=60) for p in procs] == [0, 0, 0]
-    store = LocalStore(tmp_path / "shared")
-    traces = store.list_traces()
-    assert len(traces) == 60
-    assert all(len(store.read_spans(t.trace_id)) == 1 for t in traces)
+    with contextlib.closing(LocalStore(tmp_path / "shared")) as store:
+        traces = store.list_traces()
+        assert len(traces) == 60
+        assert all(len(store.read_spans(t.trace_id)) == 1 for t in traces)
+
+
+@pytest.fixture(autouse=True)
+def plain_store_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests read, size or damage segment bytes by hand: the store writes them as plain JSON lines here
+    (tests/unit/store/test_compression.py covers the compressed form)."""
+    monkeypatch.setenv("CHRONICLE_STORE_COMPRESS", "false")

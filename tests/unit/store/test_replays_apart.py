@@ -157,19 +157,21 @@ def test_cli_list_hides_replays_and_marks_them_with_replays(recorder: Recorder, 
     code, out = cli("list", "--store", store)
     assert code == 0
     lines = out.splitlines()
-    assert [line.split()[0] for line in lines[1:]] == [runs.failed, runs.ok]
+    assert [line.split()[0] for line in lines[1:]] == [runs.failed[:8], runs.ok[:8]]  # short ids
     assert "replay" not in out
 
     code, out = cli("list", "--store", store, "--replays")
     assert code == 0
     rows = {line.split()[0]: line for line in out.splitlines()[1:]}
-    assert list(rows) == [runs.failed_replay, runs.ok_replay, runs.failed, runs.ok]
-    assert rows[runs.ok_replay].endswith(f"replay of {runs.ok[:8]}")
-    assert rows[runs.failed_replay].endswith(f"ERROR  replay of {runs.failed[:8]}")
-    assert "replay" not in rows[runs.ok] and "replay" not in rows[runs.failed]
+    short = {tid: tid[:8] for tid in (runs.failed_replay, runs.ok_replay, runs.failed, runs.ok)}
+    assert list(rows) == [short[runs.failed_replay], short[runs.ok_replay], short[runs.failed], short[runs.ok]]
+    assert rows[short[runs.ok_replay]].endswith(f"replay of {runs.ok[:8]}")
+    failed_replay = rows[short[runs.failed_replay]]
+    assert failed_replay.endswith(f"replay of {runs.failed[:8]}") and failed_replay.split()[1] == "ERROR"
+    assert "replay" not in rows[short[runs.ok]] and "replay" not in rows[short[runs.failed]]
 
     code, out = cli("list", "--store", store, "--replays", "--failed")
-    assert [line.split()[0] for line in out.splitlines()[1:]] == [runs.failed_replay, runs.failed]
+    assert [line.split()[0] for line in out.splitlines()[1:]] == [runs.failed_replay[:8], runs.failed[:8]]
 
 
 def test_cli_latest_skips_replays_and_show_labels_one(recorder: Recorder, runs: Runs) -> None:
@@ -250,7 +252,7 @@ def test_an_index_of_the_earlier_schema_lists_loads_and_gains_the_column(tmp_pat
     assert chronicle.load_trace(old, recorded[1]).root.name == "run_agent"  # type: ignore[union-attr]
     reader.close()
     code, out = cli("list", "--store", str(old), "--replays")
-    assert code == 0 and [line.split()[0] for line in out.splitlines()[1:]] == recorded
+    assert code == 0 and [line.split()[0] for line in out.splitlines()[1:]] == [tid[:8] for tid in recorded]
     assert "replay_of" not in columns(old)
 
     # a writer adds the column; the rows indexed before it stay production runs

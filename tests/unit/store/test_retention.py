@@ -721,3 +721,10 @@ def test_the_grace_period_must_be_a_duration(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="grace"):
         apply_retention(path, grace=-1)
     assert apply_retention(path, grace="0s").traces_pending == 0
+
+
+@pytest.fixture(autouse=True)
+def plain_store_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests read, size or damage segment bytes by hand: the store writes them as plain JSON lines here
+    (tests/unit/store/test_compression.py covers the compressed form)."""
+    monkeypatch.setenv("CHRONICLE_STORE_COMPRESS", "false")

@@ -6,6 +6,7 @@ span line that the index does not point to; writing works again once the fault i
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import logging
@@ -289,7 +290,8 @@ def test_an_index_failure_after_the_append_cuts_the_lines_off_again(
     assert len(messages) == 2 and DISK_FULL in messages[0] and "works again" in messages[1]
     store.close()
     assert [t.trace_id for t in assert_every_line_indexed(tmp_path)] == [f"{2:032x}", f"{1:032x}"]
-    assert StoreReader(tmp_path).get_payload(payload_digest(blob)) == blob
+    with contextlib.closing(StoreReader(tmp_path)) as reader:
+        assert reader.get_payload(payload_digest(blob)) == blob
 
 
 class CommitThenFail:
@@ -323,6 +325,40 @@ def test_a_commit_that_may_have_committed_keeps_its_lines(tmp_path: Path) -> Non
     store.close()
     # the index holds the "failed" batch: its line must still be there, whole, and later lines after it
     assert len(assert_every_line_indexed(tmp_path)) == 3
+
+
+class CommitFailsUntold:
+    """A connection whose COMMIT commits (or rolls back) and then raises an I/O error with no code, as Python 3.10
+    raises every error: the message alone does not say whether the batch is in the index."""
+
+    def __init__(self, db: sqlite3.Connection, commits: bool) -> None:
+        self.db = db
+        self.commits = commits
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.db, name)
+
+    def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
+        if sql != "COMMIT":
+            return self.db.execute(sql, *args)
+        self.db.execute("COMMIT" if self.commits else "ROLLBACK")
+        raise sqlite3.OperationalError("disk I/O error")
+
+
+@pytest.mark.parametrize("commits", [True, False], ids=["committed", "rolled-back"])
+def test_a_commit_error_without_a_code_keeps_the_lines_only_when_indexed(tmp_path: Path, commits: bool) -> None:
+    store = LocalStore(tmp_path, durable=False)
+    store.write_batch([record(1)])
+    db = store._connect(create=True)
+    assert db is not None
+    store._db = CommitFailsUntold(db, commits)  # type: ignore[assignment]
+    with pytest.raises(sqlite3.OperationalError, match="disk I/O error"):
+        store.write_batch([record(2)])
+    store._db = db
+    store.write_batch([record(3)])
+    store.close()
+    # every line is one the index points to: the batch's line is kept when it was committed, cut when it was not
+    assert len(assert_every_line_indexed(tmp_path)) == (3 if commits else 2)
 
 
 def test_failures_that_are_not_the_stores_are_left_to_the_caller(tmp_path: Path) -> None:
@@ -364,3 +400,10 @@ def test_a_segment_that_never_held_a_stored_line_is_removed(
     store.close()
     assert len(assert_every_line_indexed(tmp_path)) == 1
     assert len(list((tmp_path / "spans").rglob("*.jsonl"))) == 1
+
+
+@pytest.fixture(autouse=True)
+def plain_store_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests read, size or damage segment bytes by hand: the store writes them as plain JSON lines here
+    (tests/unit/store/test_compression.py covers the compressed form)."""
+    monkeypatch.setenv("CHRONICLE_STORE_COMPRESS", "false")
