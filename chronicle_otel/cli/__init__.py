@@ -6,8 +6,10 @@ Usage::
                    [--replays] [-n 20] [--json] [PREFIX]
     chronicle show TRACE_ID [--full] [--boundary NAME_OR_KEY] [--json]
     chronicle diff A [B] [--json]
+    chronicle view TRACE_ID [--out FILE.html] [--open] [--report REPORT.json]
     chronicle gen-test TRACE_ID [--out tests/regressions] [--stub kind:llm] [--live NAME]
-                                [--expect "result.status == 'blocked'"] [--import STATEMENT] [--name SLUG] [--json]
+                                [--expect "result.status == 'blocked'"] [--import STATEMENT] [--override KEY=EXPR]
+                                [--name SLUG] [--json]
     chronicle pull TRACE_ID --from SOURCE -o incident.jsonl [--wait 30s] [--allow-incomplete] [--json]
     chronicle gc [--success-rate 0.1] [--max-age 30d] [--max-size 2GB] [--dry-run]
 

@@ -34,6 +34,7 @@ Node = str | Seq
 _CUT_ITEMS = 40
 """Items of a list or a mapping rendered on one cut line (the line is cut anyway)."""
 _CUT_DEPTH = 12
+_MAX_DEPTH = 100  # even in full: rendering stays far from the interpreter's recursion limit
 
 
 def parse(text: str | None) -> tuple[bool, Any]:
@@ -140,7 +141,7 @@ def _node(value: Any, limit: int | None, depth: int) -> Node:
         return _string(value, limit)
     if value is None or isinstance(value, (bool, int, float)):
         return repr(value)
-    if limit is not None and depth > _CUT_DEPTH:
+    if depth > (_CUT_DEPTH if limit is not None else _MAX_DEPTH):  # --full too: a hostile payload nests deep
         return "…"
     if isinstance(value, list):
         items = _cut(value, limit)
