@@ -49,6 +49,7 @@ def add_parser(sub: Any) -> None:
     add_arguments(p)
     p.add_argument("--out", default="tests/regressions", help="directory of the test (default %(default)s)")
     p.add_argument("--name", help="test name (default: root boundary and trace id)")
+    p.add_argument("--force", action="store_true", help="replace a test (and trace file) of the same name")
     p.add_argument("--stub", action="append", help="stub selector (repeatable; default kind:llm)")
     p.add_argument("--live", action="append", default=[], help="live selector (repeatable)")
     p.add_argument(
@@ -217,7 +218,7 @@ def generate(trace: Trace, args: argparse.Namespace, out: TextIO) -> int:
         f"def test_{slug}(chronicle_replay):\n"
         f"{_import_line(root, project, bool(in_test))}"
         f"{in_test + chr(10) if in_test else ''}"
-        f"{expected_error.block if expected_error is not None else _result_block(args.expect)}"
+        f"{expected_error.block if expected_error is not None else _result_block(args.expect, root.stream)}"
     )
     _check_module(source, test_file, _imported_names(module_imports), len(imports.in_test))
     conftest, conftest_note = _conftest(directory, project)
@@ -225,6 +226,8 @@ def generate(trace: Trace, args: argparse.Namespace, out: TextIO) -> int:
         print(f"gen-test: {clean(line)}", file=sys.stderr)
     for note in imports.notes:
         print(f"gen-test: {clean(note)}", file=sys.stderr)
+    if test_file.exists() and not args.force:
+        raise ChronicleError(f"{test_file} exists (a test you may have edited): give --name, or --force to replace it")
     trace.save(trace_file)
     test_file.parent.mkdir(parents=True, exist_ok=True)
     test_file.write_text(source, encoding="utf-8")
@@ -268,8 +271,11 @@ def generate(trace: Trace, args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def _result_block(expectations: list[str]) -> str:
-    lines = "    result = chronicle_replay.rerun()  # an async root runs in its own event loop\n"
+def _result_block(expectations: list[str], stream: bool = False) -> str:
+    if stream:  # a generator root: the items it yields now, as `chronicle show` lists the recorded ones
+        lines = "    result = chronicle_replay.rerun_items()  # the items the root yields now (sync or async)\n"
+    else:
+        lines = "    result = chronicle_replay.rerun()  # an async root runs in its own event loop\n"
     return lines + (
         "".join(f"    assert {expr}\n" for expr in expectations)
         or (
@@ -320,6 +326,11 @@ def _auto_imports(
                 imports.notes.append(
                     f"{option} uses {name}, recorded as several classes ({', '.join(classes[:5])}): "
                     f"add --import for the one meant"
+                )
+            elif classes and (_module_of(classes[0]) or "").split(".")[0] == "__main__":
+                imports.notes.append(
+                    f"{option} uses {name}, recorded as {classes[0]}: a script run by path records its names under "
+                    "__main__, which a test cannot import; record from a module (python -m yourapp) instead"
                 )
             elif classes:
                 module = _module_of(classes[0]) or "?"

@@ -297,6 +297,24 @@ class ReplayRun:
             raise ReplayError("the root boundary is async and an event loop is running: use `await run.arerun()`")
         return result
 
+    def rerun_items(self, instance: Any = None, **overrides: Any) -> list[Any]:
+        """:meth:`rerun` for a root boundary that is a generator (sync or async): the list of the items it yields now,
+        read to the end inside the replay. Any other root: its return value in a one-item list."""
+        with self:
+            result = self._root_call(instance, overrides)
+            if inspect.isawaitable(result) and not inspect.isasyncgen(result):
+                if _loop_running():
+                    result.close()  # type: ignore[attr-defined]
+                    raise ReplayError("an event loop is running: iterate `run.rerun()` with `async for` instead")
+                return [asyncio.run(_await(result))]
+            if hasattr(result, "__aiter__"):
+                if _loop_running():
+                    raise ReplayError("an event loop is running: iterate `run.rerun()` with `async for` instead")
+                return asyncio.run(_collect(result))
+            if inspect.isgenerator(result) or isinstance(result, StreamDriver) or hasattr(result, "__next__"):
+                return list(result)
+            return [result]
+
     async def arerun(self, instance: Any = None, **overrides: Any) -> Any:
         """:meth:`rerun` for an async root boundary."""
         if self._tokens:
@@ -629,6 +647,10 @@ class _Block:
 
 async def _await(awaitable: Any) -> Any:
     return await awaitable
+
+
+async def _collect(stream: Any) -> list[Any]:
+    return [item async for item in stream]
 
 
 def _iterable(value: Any) -> bool:

@@ -3,12 +3,14 @@ extra imports into a test that runs as written."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -126,3 +128,48 @@ def test_an_overridden_call_is_not_listed_as_live(recorder: Recorder, tmp_path: 
     code, _out, err = gen_test(recorder, tmp_path / "b", "--live", "gt.price", "--override", "gt.price[0]=1.0")
     assert code == 0 and '"gt.agent"' in err  # the root still runs live
     assert '"gt.price"' not in err  # the override answers it: not a live call
+
+
+@chronicle.boundary(kind="agent", name="gt.stream_root")
+def stream_root(symbol: str) -> Any:
+    yield price(symbol)
+    yield price(symbol) * 2
+
+
+@chronicle.boundary(kind="agent", name="gt.astream_root")
+async def astream_root(symbol: str) -> Any:
+    yield price(symbol)
+
+
+@pytest.mark.parametrize(
+    ("record", "expect"),
+    [
+        (lambda: list(stream_root("MSFT")), "result == [190.0, 380.0]"),
+        (lambda: asyncio.run(_drain(astream_root("MSFT"))), "result == [190.0]"),
+    ],
+)
+def test_a_generator_root_is_asserted_on_its_items(
+    recorder: Recorder, tmp_path: Path, record: Any, expect: str
+) -> None:
+    record()
+    recorder.config.force_flush()
+    code, out, _err = gen_test(recorder, tmp_path / "out", "--expect", expect, "--json")
+    assert code == 0
+    proc = run_pytest(json.loads(out)["test"])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+async def _drain(stream: Any) -> list[Any]:
+    return [item async for item in stream]
+
+
+def test_an_existing_test_is_not_replaced_without_force(recorder: Recorder, tmp_path: Path) -> None:
+    gt_agent("MSFT")
+    recorder.config.force_flush()
+    assert gen_test(recorder, tmp_path / "out", "--name", "cap")[0] == 0
+    edited = tmp_path / "out" / "test_cap.py"
+    edited.write_text(edited.read_text() + "\n# my edit\n")
+    code, _out, err = gen_test(recorder, tmp_path / "out", "--name", "cap")
+    assert code == 2 and "exists" in err and "# my edit" in edited.read_text()
+    assert gen_test(recorder, tmp_path / "out", "--name", "cap", "--force")[0] == 0
+    assert "# my edit" not in edited.read_text()
