@@ -192,7 +192,8 @@ def test_the_import_is_written_only_for_project_modules(recorder: Recorder, proj
     ]:
         tamper(path, "evil.agent", {sc.CODE_FUNCTION: recorded})
         out = io.StringIO()
-        assert main(["gen-test", "-", "--file", str(path), "--out", str(project / "t"), "--json", "--force"], out=out) == 0
+        args = ["gen-test", "-", "--file", str(path), "--out", str(project / "t"), "--json", "--force"]
+        assert main(args, out=out) == 0
         source = Path(json.loads(out.getvalue())["test"]).read_text()
         assert expected in source, (recorded, source)
         ast.parse(source)

@@ -3,6 +3,7 @@ first lines), reads both forms, and treats the frames as untrusted input."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import Any
@@ -46,8 +47,8 @@ def test_lines_are_frames_with_a_trained_dictionary_and_read_back(
     recorder.config.force_flush()
     store = recorder.path
     assert [p.suffix for p in (store / "dicts").iterdir()] == [".zdict"]
-    reader = StoreReader(store)
-    traces = reader.list_traces()
+    with contextlib.closing(StoreReader(store)) as reader:
+        traces = reader.list_traces()
     assert len(traces) == 120
     raw = 0
     for summary in traces:
@@ -88,10 +89,11 @@ def test_plain_and_compressed_lines_share_a_store(tmp_path: Path, monkeypatch: p
     recorder.config.force_flush()
     heads = sorted(p.read_bytes()[:4] for p in _segments(recorder.path))
     assert heads == sorted([b'{"re', MAGIC])
-    quantities = sorted(
-        chronicle.load_trace(recorder.path, t.trace_id).root.output["quantity"]  # type: ignore[union-attr]
-        for t in StoreReader(recorder.path).list_traces()
-    )
+    with contextlib.closing(StoreReader(recorder.path)) as reader:
+        quantities = sorted(
+            chronicle.load_trace(recorder.path, t.trace_id).root.output["quantity"]  # type: ignore[union-attr]
+            for t in reader.list_traces()
+        )
     assert quantities == [1, 2]
 
 
@@ -134,4 +136,5 @@ def test_retention_reads_payload_references_inside_frames(tmp_path: Path) -> Non
     recorder.config.force_flush()
     digest = chronicle.load_trace(recorder.path, "latest").find("zs.plan")[0].raw_output.digest  # type: ignore[union-attr]
     apply_retention(recorder.path, RetentionPolicy(), grace=0)
-    assert StoreReader(recorder.path).has_payload(digest)  # still referenced by the kept (compressed) line
+    with contextlib.closing(StoreReader(recorder.path)) as reader:
+        assert reader.has_payload(digest)  # still referenced by the kept (compressed) line
