@@ -52,14 +52,22 @@ class Call:
 
     __slots__ = ("attrs", "config", "ctx", "pending", "recording", "secrets", "span", "spec")
 
-    def __init__(self, spec: Spec, config: ChronicleConfig, span: trace_api.Span, ctx: context_api.Context) -> None:
+    def __init__(
+        self,
+        spec: Spec,
+        config: ChronicleConfig,
+        span: trace_api.Span,
+        ctx: context_api.Context,
+        attrs: dict[str, Any] | None = None,
+    ) -> None:
         self.spec = spec
         self.config = config
         self.span = span
         self.ctx = ctx
         """The context calls made inside this one run in: the span current, a fresh call-index frame."""
         self.recording = span.is_recording()
-        self.attrs: dict[str, Any] = {}
+        self.attrs: dict[str, Any] = {} if attrs is None else attrs
+        """The attributes set on the span when it ends (with the starting ones when the sampler never reads them)."""
         self.pending: Pending = []
         self.secrets: list[str] = []
         """The values redacted by key from the input: scrubbed from an error's text."""
@@ -224,8 +232,14 @@ def begin(
         if extra is not None:
             attrs.update(extra.attributes)
             links = extra.links
-        span = config.tracer.start_span(spec.name, context=parent_ctx, attributes=attrs, links=links)
-        call = Call(spec, config, span, enter_frame(trace_api.set_span_in_context(span, parent_ctx)))
+        if config.start_blind:
+            # The SDK's own sampler never reads the starting attributes: they are set with the others when the call
+            # ends, in one step, instead of being cleaned one by one by the span's constructor now.
+            span = config.tracer.start_span(spec.name, context=parent_ctx, links=links)
+            call = Call(spec, config, span, enter_frame(trace_api.set_span_in_context(span, parent_ctx)), attrs)
+        else:
+            span = config.tracer.start_span(spec.name, context=parent_ctx, attributes=attrs, links=links)
+            call = Call(spec, config, span, enter_frame(trace_api.set_span_in_context(span, parent_ctx)))
         binder = spec.binder
         if call.recording and binder is not None:
             bound = binder.bind(args, kwargs, body is not spec.raw and instance is not None)

@@ -507,6 +507,87 @@ def _canonical(value: Any) -> bytes:
     return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
 
 
+def _native(value: Any, depth: int, key: KeyFilter | None, known: Mapping[str, bool] | None) -> bool:
+    """True when ``value`` (a dict or a list) encodes to itself.
+
+    That is: JSON natives only (64-bit integers, finite floats, str keys), no key named ``$type``, no key ``key``
+    redacts, nested less than :data:`MAX_DEPTH`. orjson then writes the canonical bytes straight from it, and the
+    walk that builds a copy is skipped. It only reads: a cycle or anything else ends it at the first doubt, and the
+    walk decides.
+    """
+    if depth >= MAX_DEPTH:
+        return False
+    if type(value) is dict:
+        if TAG in value:
+            return False
+        values: Iterable[Any] = value.values()
+        if key is not None:
+            for k in value:
+                if type(k) is not str:
+                    return False
+                hit = known.get(k) if known is not None else None
+                if hit is None:
+                    hit = key(k)
+                if hit:
+                    return False
+        else:
+            for k in value:
+                if type(k) is not str:
+                    return False
+    else:
+        values = value
+    depth += 1
+    isfinite = math.isfinite
+    for v in values:
+        t = type(v)
+        if t is str or t is bool or v is None:
+            continue
+        if t is int:
+            if _INT64_MIN <= v <= _UINT64_MAX:
+                continue
+            return False
+        if t is float:
+            if isfinite(v):
+                continue
+            return False
+        if (t is dict or t is list) and _native(v, depth, key, known):
+            continue
+        return False
+    return True
+
+
+def _encoded(value: Any, key: KeyFilter | None, secrets: list[str] | None) -> bytes:
+    """The canonical bytes of ``value``, redacted by key name with ``key``: orjson alone when :func:`_native`."""
+    t = type(value)
+    if (t is dict or t is list) and _native(value, 0, key, getattr(key, "known", None)):
+        try:
+            return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+        except orjson.JSONEncodeError:
+            pass  # a lone surrogate, or a container changed meanwhile: the walk's answer
+    tree = _Walker(key, secrets).walk(value, 0)
+    try:
+        return _canonical(tree)
+    except orjson.JSONEncodeError:  # a string UTF-8 cannot hold (a lone surrogate): kept as its repr
+        return _canonical(_utf8_only(tree, 0))
+
+
+def _utf8_only(tree: Any, depth: int) -> Any:
+    """A walked ``tree`` with every string UTF-8 cannot hold made ``unencodable`` (a key: its escaped form)."""
+    if type(tree) is str:
+        try:
+            tree.encode()
+        except UnicodeEncodeError:
+            return _unencodable(tree, "a lone surrogate, which UTF-8 cannot hold")
+        return tree
+    if depth > 4 * MAX_DEPTH:  # a walked tree is bounded (tags nest at most a few levels per value level)
+        return None
+    if type(tree) is list:
+        return [_utf8_only(v, depth + 1) for v in tree]
+    if type(tree) is dict:
+        return {k.encode("utf-8", "backslashreplace").decode(): _utf8_only(v, depth + 1) for k, v in tree.items()}
+    return tree
+
+
 def to_json_value(value: Any, *, redact: KeyFilter | Redactor | None = None, secrets: list[str] | None = None) -> Any:
     """Turn ``value`` into JSON-native data (dicts, lists, str, numbers, bool, None) with type tags.
 
@@ -539,11 +620,11 @@ def encode(value: Any, *, redact: KeyFilter | Redactor | None = None, secrets: l
         secrets: a list that receives the text forms of the values redacted by key name.
     """
     if redact is None:
-        return _canonical(_Walker(None, secrets).walk(value, 0))
+        return _encoded(value, None, secrets)
     if isinstance(redact, PatternRedactor):  # the default: one scan of the encoded bytes
-        return redact.redact_json(_canonical(_Walker(redact.key_predicate, secrets).walk(value, 0)))
+        return redact.redact_json(_encoded(value, redact.key_predicate, secrets))
     key, redactor = resolve(redact)
-    data = _canonical(_Walker(key, secrets).walk(value, 0))
+    data = _encoded(value, key, secrets)
     return data if redactor is None else redact_encoded(data, redactor)
 
 

@@ -54,12 +54,13 @@ from typing import Any, Literal
 from opentelemetry import trace as trace_api
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 
-from ._internal import boundary_factory, metrics, signals
+from ._internal import boundary_factory, hooks, metrics, signals
 from ._internal import params as p
 from ._internal.batch import BatchStats, describe
 from ._internal.buffer import DEFAULT_MAX_BYTES, PayloadBuffer
 from ._internal.pipeline import Pipeline
 from ._internal.session_attrs import AttributeValue
+from ._internal.span_attrs import attribute_blind
 from .errors import ConfigError
 from .export import ChronicleExporter
 from .export._uploader import PayloadUploader, UploadStats
@@ -282,6 +283,7 @@ class ChronicleConfig:
         "payload_buffer",
         "redact",
         "session",
+        "start_blind",
         "tracer",
         "upload_all",
     )
@@ -295,6 +297,7 @@ class ChronicleConfig:
     openinference: bool
     redact: Redactor | None
     tracer: trace_api.Tracer
+    start_blind: bool
     payload_buffer: PayloadBuffer | PayloadUploader | None
     upload_all: bool
 
@@ -309,6 +312,7 @@ class ChronicleConfig:
         init(self, "openinference", settings.openinference)
         init(self, "redact", settings.redact)
         init(self, "tracer", pipeline.tracer)
+        init(self, "start_blind", attribute_blind(pipeline.tracer))
         init(self, "payload_buffer", pipeline.payload_sink)
         init(self, "upload_all", pipeline.upload_all)
 
@@ -456,10 +460,20 @@ class _Slot:
     """The process-wide configuration read by boundaries defined at module level."""
 
     def __init__(self) -> None:
-        self.config: ChronicleConfig | None = None
+        self._config: ChronicleConfig | None = None
         self.lock = threading.RLock()
         self.atexit_registered = False
         self.isolation: _Isolation | None = None
+
+    @property
+    def config(self) -> ChronicleConfig | None:
+        return self._config
+
+    @config.setter
+    def config(self, config: ChronicleConfig | None) -> None:
+        self._config = config
+        # read by every boundary call: with recording off process-wide, a call goes straight through
+        hooks.set_recording_off(config is not None and not config.enabled)
 
 
 @dataclass

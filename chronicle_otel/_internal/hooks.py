@@ -113,6 +113,20 @@ class ReplayHook(Protocol):
 #: The active replay of this context, or None.
 REPLAY: contextvars.ContextVar[ReplayHook | None] = contextvars.ContextVar("chronicle_replay", default=None)
 
+#: True while the process-wide configuration has recording off (``configure(enabled=False)``) and no replay is
+#: active: a boundary without a configuration or ``enabled=`` of its own then calls straight through.
+PASS_THROUGH: list[bool] = [False]
+_recording_off = False
+
+
+def set_recording_off(off: bool) -> None:
+    """The process-wide configuration now has recording off (or on)."""
+    global _recording_off
+    with _lock:
+        _recording_off = off
+        PASS_THROUGH[0] = off and not _ACTIVE
+
+
 #: Replays active anywhere in the process, oldest first: a thread that did not inherit the context of the one that
 #: entered the replay (a thread pool, ``run_in_executor``) still answers to the latest of them.
 _ACTIVE: list[ReplayHook] = []
@@ -131,6 +145,7 @@ def activate(hook: ReplayHook) -> None:
     """``hook`` starts: calls in threads without its context answer to it too."""
     with _lock:
         _ACTIVE.append(hook)
+        PASS_THROUGH[0] = False
 
 
 def deactivate(hook: ReplayHook) -> None:
@@ -140,6 +155,7 @@ def deactivate(hook: ReplayHook) -> None:
             if _ACTIVE[i] is hook:
                 del _ACTIVE[i]
                 break
+        PASS_THROUGH[0] = _recording_off and not _ACTIVE
 
 
 #: Boundary name -> weak references to the wrapped callables defined under that name, oldest first.

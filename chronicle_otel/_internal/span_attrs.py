@@ -15,8 +15,10 @@ from typing import Any
 
 from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.sdk.trace import Span as SdkSpan
+from opentelemetry.sdk.trace import Tracer as SdkTracer
+from opentelemetry.sdk.trace import sampling
 
-__all__ = ["set_clean_attributes"]
+__all__ = ["attribute_blind", "set_clean_attributes"]
 
 _SCALARS = frozenset((str, bool, int, float))
 
@@ -52,3 +54,38 @@ def set_clean_attributes(span: Any, attrs: Mapping[str, Any]) -> None:
                         store.update(attrs)
                         return
     span.set_attributes(attrs)
+
+
+_BLIND_SAMPLERS = frozenset(
+    cls
+    for cls in (
+        getattr(sampling, "StaticSampler", None),
+        getattr(sampling, "TraceIdRatioBased", None),
+        getattr(sampling, "ParentBasedTraceIdRatio", None),
+        getattr(sampling, "ParentBased", None),
+        getattr(sampling, "_ParentBasedAlwaysOn", None),
+        getattr(sampling, "_ParentBasedAlwaysOff", None),
+    )
+    if cls is not None
+)
+_PARENT_BASED_DELEGATES = (
+    "_root",
+    "_remote_parent_sampled",
+    "_remote_parent_not_sampled",
+    "_local_parent_sampled",
+    "_local_parent_not_sampled",
+)
+
+
+def attribute_blind(tracer: Any) -> bool:
+    """True when ``tracer`` is the SDK's and its sampler is one of the SDK's own, which never read a span's starting
+    attributes: the attributes can then be set right after the start, in one step, instead of being cleaned one by
+    one by the span's constructor. A sampler of your own (or a subclass) sees them at the start as usual."""
+
+    def blind(sampler: Any, depth: int) -> bool:
+        if type(sampler) not in _BLIND_SAMPLERS or depth > 2:
+            return False
+        delegates = [getattr(sampler, name, None) for name in _PARENT_BASED_DELEGATES]
+        return all(d is None for d in delegates) or all(d is not None and blind(d, depth + 1) for d in delegates)
+
+    return isinstance(tracer, SdkTracer) and blind(getattr(tracer, "sampler", None), 0)
