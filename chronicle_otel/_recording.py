@@ -50,7 +50,7 @@ Runner = Callable[["Spec", Callable[..., Any], Any, tuple[Any, ...], dict[str, A
 class Call:
     """One boundary call in progress: its span, its context, its pending attributes and payloads."""
 
-    __slots__ = ("attrs", "config", "ctx", "pending", "recording", "secrets", "span", "spec")
+    __slots__ = ("attrs", "config", "ctx", "output", "pending", "recording", "secrets", "span", "spec")
 
     def __init__(
         self,
@@ -71,6 +71,8 @@ class Call:
         self.pending: Pending = []
         self.secrets: list[str] = []
         """The values redacted by key from the input: scrubbed from an error's text."""
+        self.output: bytes | None = None
+        """The return value already encoded (a replay's stub answering with its recording), else None."""
 
     def attach(self) -> Token[context_api.Context]:
         """Make this call's context current; detach the token with ``context.detach``."""
@@ -95,7 +97,7 @@ class Call:
             try:
                 if self.recording:
                     config = self.config
-                    data = encode(result, redact=config.redact)
+                    data = self.output if self.output is not None else encode(result, redact=config.redact)
                     put_payload(self.attrs, self.pending, semconv.OUTPUT_KEYS, data, config.max_attribute_length)
                     if self.spec.genai and config.genai_attributes:
                         self.attrs.update(response_attributes(result, config.redact))
@@ -240,10 +242,16 @@ def begin(
         else:
             span = config.tracer.start_span(spec.name, context=parent_ctx, attributes=attrs, links=links)
             call = Call(spec, config, span, enter_frame(trace_api.set_span_in_context(span, parent_ctx)))
+        if extra is not None:
+            call.output = extra.output
         binder = spec.binder
         if call.recording and binder is not None:
             bound = binder.bind(args, kwargs, body is not spec.raw and instance is not None)
-            call._input(bound)
+            if extra is not None and extra.input is not None:  # a replay that already encoded it
+                call.secrets.extend(extra.secrets)
+                put_payload(call.attrs, call.pending, semconv.INPUT_KEYS, extra.input, config.max_attribute_length)
+            else:
+                call._input(bound)
             if spec.genai_args and config.genai_attributes:
                 call.attrs.update(request_attributes(bound, spec.genai_args, config.redact))
     except Exception as exc:

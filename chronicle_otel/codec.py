@@ -66,10 +66,12 @@ __all__ = [
     "decode",
     "decode_value",
     "encode",
+    "encode_unscanned",
     "find_loaded_class",
     "key_filter",
     "register_type",
     "to_json_value",
+    "value_scan",
 ]
 
 CODEC_VERSION: Final = "chronicle-json/1"
@@ -626,6 +628,40 @@ def encode(value: Any, *, redact: KeyFilter | Redactor | None = None, secrets: l
     key, redactor = resolve(redact)
     data = _encoded(value, key, secrets)
     return data if redactor is None else redact_encoded(data, redactor)
+
+
+def encode_unscanned(
+    value: Any, *, redact: KeyFilter | Redactor | None, secrets: list[str] | None = None
+) -> tuple[bytes, Callable[[bytes], bytes] | None]:
+    """:func:`encode` in two steps: the bytes with keys redacted, and the scan for secret values.
+
+    The scan (None when ``redact`` has none) redacts the secret values in those bytes: ``scan(data)`` is what
+    :func:`encode` returns. For a comparison with a recorded encoding: when the unscanned bytes already equal it,
+    the scan is not needed.
+    """
+    if redact is None:
+        return _encoded(value, None, secrets), None
+    if isinstance(redact, PatternRedactor):
+        return _encoded(value, redact.key_predicate, secrets), redact.redact_json
+    key, _ = resolve(redact)
+    return _encoded(value, key, secrets), value_scan(redact)
+
+
+def value_scan(redact: KeyFilter | Redactor | None) -> Callable[[bytes], bytes] | None:
+    """The scan :func:`encode` runs on its bytes with ``redact``: secret values replaced (None: ``redact`` has none)."""
+    if redact is None:
+        return None
+    if isinstance(redact, PatternRedactor):
+        return redact.redact_json
+    _, redactor = resolve(redact)
+    if redactor is None:
+        return None
+    values = redactor
+
+    def scan(data: bytes) -> bytes:
+        return redact_encoded(data, values)
+
+    return scan
 
 
 # ---------------------------------------------------------------------------------------------- decode

@@ -695,7 +695,7 @@ def isolated(store: str | os.PathLike[str] | None = None) -> Iterator[Path]:
                     reuse=None,
                     use_global=False,
                     service_name=settings.service_name,
-                    store=p.resolve_store(StoreOptions(path=path, processor="simple", durable=False)),
+                    store=p.resolve_store(StoreOptions(path=path, processor="batch", durable=False)),
                     otlp=False,
                 )
                 pipeline.start()

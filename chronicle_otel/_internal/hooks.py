@@ -35,6 +35,12 @@ class ReplayExtra:
 
     attributes: Mapping[str, Any]
     links: list[Link]
+    input: bytes | None = None
+    """The call's input as the replay already encoded it (secret values redacted), or None to encode it again."""
+    secrets: tuple[str, ...] = ()
+    """The values redacted by key name from that input (to scrub an error's text)."""
+    output: bytes | None = None
+    """The encoded value the call returns (a stub answering with its recording), or None to encode the result."""
 
 
 class BoundarySpec(Protocol):
@@ -162,6 +168,8 @@ def deactivate(hook: ReplayHook) -> None:
 _BOUNDARIES: dict[str, list[weakref.ref[Any]]] = {}
 #: Top-level packages (``"examples."``) of the modules that ever defined a boundary in this process.
 _PACKAGES: set[str] = set()
+#: :data:`_PACKAGES` sorted, replaced (never changed) when a package is added: read without the lock on every call.
+_PACKAGES_SORTED: tuple[str, ...] = ()
 _lock = threading.Lock()
 
 
@@ -173,15 +181,18 @@ def register(name: str, wrapped: Any) -> None:
         _BOUNDARIES[name] = refs
         module = getattr(wrapped, "__module__", None)
         if isinstance(module, str) and module and module != "builtins":
-            _PACKAGES.add(module.split(".")[0] + ".")
+            package = module.split(".")[0] + "."
+            if package not in _PACKAGES:
+                global _PACKAGES_SORTED
+                _PACKAGES.add(package)
+                _PACKAGES_SORTED = tuple(sorted(_PACKAGES))
 
 
 def boundary_packages() -> tuple[str, ...]:
     """The default allow-list of payload decoding: the top-level packages (``"examples."``) whose modules defined
     a boundary in this process, sorted. Recorded values are rebuilt as classes of these packages (and registered
     types); a trace can name any class, so nothing else is rebuilt unless allowed explicitly."""
-    with _lock:
-        return tuple(sorted(_PACKAGES))
+    return _PACKAGES_SORTED
 
 
 def boundaries(name: str) -> list[Any]:

@@ -26,13 +26,13 @@ from .._internal import hooks, netguard
 from .._internal.hooks import BoundarySpec, ReplayExtra
 from .._internal.streams import AsyncStreamDriver, StreamDriver
 from .._session import current_session
-from ..codec import UnresolvedObject, encode
+from ..codec import UnresolvedObject, encode_unscanned, value_scan
 from ..config import get_config, isolated
 from ..errors import ConfigError, NetworkBlockedError, ReplayDivergence, ReplayError
 from ..model import Boundary, ReplayedError, Trace, format_key
 from ..redact import Redactor
 from ._compare import Comparer, describe
-from ._matching import CallInput, Frame, Recordings, check_selectors, matches, resolve_overrides
+from ._matching import _VERIFIED, CallInput, Frame, Recordings, check_selectors, matches, resolve_overrides
 from ._options import LOOPBACK, InputMismatch, OnMissing, ReplayOptions
 from ._report import Finding, ReplayReport, diff_lines, short_repr
 from ._stubs import Answer, override_answer, recorded_answer, stub_body
@@ -95,8 +95,7 @@ class ReplayRun:
         self._comparer = Comparer()
         self._tokens: list[contextvars.Token[Any]] = []
         self._isolation: contextlib.AbstractContextManager[Path] | None = None
-        self.replay_store: Path | None = None
-        """While the run is active and isolated: the temporary store the replay's own spans go to."""
+        self._replay_store: Path | None = None
 
     # ------------------------------------------------------------------ activation
 
@@ -110,11 +109,19 @@ class ReplayRun:
         loaded = self.trace.root.allow if self.trace.root is not None else None
         return loaded if loaded is not None else hooks.boundary_packages()
 
+    @property
+    def replay_store(self) -> Path | None:
+        """While the run is active and isolated: the temporary store the replay's own spans go to (the spans ended so
+        far are written to it when this is read)."""
+        if self._replay_store is not None:
+            get_config().force_flush()
+        return self._replay_store
+
     def __enter__(self) -> ReplayRun:
         if not self._tokens:
             if self.options.isolate:
                 self._isolation = isolated()
-                self.replay_store = self._isolation.__enter__()
+                self._replay_store = self._isolation.__enter__()
             if self.options.block_network:
                 self._guard = netguard.guard(self.options.allow_hosts, self._where, self._refused)
                 self._guard.__enter__()
@@ -135,7 +142,7 @@ class ReplayRun:
             guard.__exit__(None, None, None)
         if self._isolation is not None:
             isolation, self._isolation = self._isolation, None
-            self.replay_store = None
+            self._replay_store = None
             isolation.__exit__(None, None, None)
         self.finish()
 
@@ -401,10 +408,10 @@ class ReplayRun:
         actual: CallInput | None = None
         if spec.binder is not None:
             bound = spec.binder.bind(args, kwargs, wrapped is not spec.raw and instance is not None)
-            actual = CallInput(encode(bound, redact=redactor, secrets=secrets))
-        actual_text = actual.text if actual is not None else None
+            actual = CallInput(*encode_unscanned(bound, redact=redactor, secrets=secrets))
         rec = self._recordings.match(parent, spec.name, key, actual)
         if rec is None:
+            actual_text = actual.text if actual is not None else None
             details = (
                 f"input: {actual_text[:300] if actual_text else '{}'}",
                 "nearest recordings:",
@@ -426,7 +433,7 @@ class ReplayRun:
         override = self._overrides.get(rec.span_id)
         if override is not None or self._mode(rec.name, rec.kind) == "stub":
             if rec.raw_input is not None and actual is not None and not actual.same_as(rec.raw_input):
-                self._input_mismatch(rec, actual_text)
+                self._input_mismatch(rec, actual.text)
             self._recordings.cover(rec)
             self.report.stubbed.append(rec.call_key)
             allow = self.allow
@@ -435,10 +442,17 @@ class ReplayRun:
                 answer = self._override(rec, *override)
             else:
                 answer = self._resolved(rec, recorded_answer(rec, allow))
-            body = stub_body(
-                spec.shape, rec, allow, getattr(spec, "stream_adapter", None), answer, override is not None
-            )
-            return self._execute(spec, body, instance, args, kwargs, frame, "stub", rec)
+            adapter = getattr(spec, "stream_adapter", None)
+            body = stub_body(spec.shape, rec, allow, adapter, answer, override is not None)
+            encoded = None
+            if self.options.emit_spans:  # what the replay span records, as the replay already has it
+                plain = override is None and adapter is None and spec.shape in ("sync", "async")
+                encoded = (
+                    actual.data if actual is not None else None,
+                    tuple(secrets),
+                    self._recorded_output(rec, redactor) if plain else None,
+                )
+            return self._execute(spec, body, instance, args, kwargs, frame, "stub", rec, encoded)
         self.report.live.append(rec.call_key)
         self._ran_live_ids.add(rec.span_id)
         self._ran_live(rec.call_key, rec.name, (rec.kind, spec.kind_value))
@@ -451,7 +465,7 @@ class ReplayRun:
         text = rec.raw_error.text if rec.failed and rec.raw_error is not None else None
         if text is None and rec.raw_output is not None:
             text = rec.raw_output.text
-        if text is None or ('"$type":' not in text and not rec.failed):
+        if text is None or (not rec.failed and ("$" not in text or '"$type":' not in text)):  # memchr first
             return answer
 
         def checked() -> tuple[Any, BaseException | None]:
@@ -510,7 +524,20 @@ class ReplayRun:
                 Finding("input-drift", rec.call_key, "input changed; answered from the recording", details)
             )
 
-    def _extra(self, mode: str, rec: Boundary | None) -> ReplayExtra | None:
+    @staticmethod
+    def _recorded_output(rec: Boundary, redactor: Any) -> bytes | None:
+        """The recorded return value's canonical bytes, for the span of a stub that answers with it (scanned for
+        secret values by this configuration); None when it is not whole or the call raised."""
+        raw = rec.raw_output
+        if rec.failed or rec.stream or raw is None or raw.status not in _VERIFIED:
+            return None
+        data = raw.text.encode("utf-8", "surrogatepass")
+        scan = value_scan(redactor)
+        return scan(data) if scan is not None else data
+
+    def _extra(
+        self, mode: str, rec: Boundary | None, encoded: tuple[bytes | None, tuple[str, ...], bytes | None] | None = None
+    ) -> ReplayExtra | None:
         if not self.options.emit_spans:
             return None
         attrs = {semconv.REPLAY_OF: self.trace.trace_id, semconv.REPLAY_MODE: mode}
@@ -518,7 +545,9 @@ class ReplayRun:
         if rec is not None:
             ctx = SpanContext(int(self.trace.trace_id, 16), int(rec.span_id, 16), True, TraceFlags(TraceFlags.SAMPLED))
             links.append(Link(ctx, {semconv.REPLAY_OF: self.trace.trace_id}))
-        return ReplayExtra(attrs, links)
+        if encoded is None:
+            return ReplayExtra(attrs, links)
+        return ReplayExtra(attrs, links, encoded[0], encoded[1], encoded[2])
 
     def _execute(
         self,
@@ -530,8 +559,9 @@ class ReplayRun:
         frame: Frame,
         mode: str,
         rec: Boundary | None,
+        encoded: tuple[bytes | None, tuple[str, ...], bytes | None] | None = None,
     ) -> Any:
-        extra = self._extra(mode, rec)
+        extra = self._extra(mode, rec, encoded)
         compare = rec if mode == "live" else None
         if compare is not None and compare.stream and spec.shape in ("sync", "async"):
             compare = None  # a live stream object is read after the call returns: nothing to compare yet
@@ -599,7 +629,7 @@ class ReplayRun:
         key = parent.next_key(spec.name)
         redactor = _redactor(spec)
         secrets: list[str] = []
-        actual = CallInput(encode(input_value, redact=redactor, secrets=secrets))
+        actual = CallInput(*encode_unscanned(input_value, redact=redactor, secrets=secrets))
         rec = self._recordings.match(parent, spec.name, key, actual)
         if rec is None:
             if self.options.on_missing is not OnMissing.LIVE:

@@ -152,16 +152,36 @@ _VERIFIED = frozenset({"ok", "rehydrated"})
 class CallInput:
     """The canonical encoding of one call's input, to compare with recorded ones.
 
-    Its hash is computed only when a comparison needs it: a recorded input whose text was verified against its hash
-    when the trace was loaded compares by text, which is the same answer for less work.
+    It is given before the scan for secret values (``scan``): when those bytes already equal the recorded input,
+    the call is the recorded one and the scan is skipped (a recorded input was scanned when it was recorded, and the
+    scan leaves scanned text as it is). Its hash is computed only when a comparison needs it: a recorded input whose
+    text was verified against its hash when the trace was loaded compares by text, which is the same answer for less
+    work.
     """
 
-    __slots__ = ("_digest", "data", "text")
+    __slots__ = ("_data", "_digest", "_scan", "_text", "unscanned")
 
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-        self.text = data.decode()
+    def __init__(self, data: bytes, scan: Callable[[bytes], bytes] | None = None) -> None:
+        self.unscanned = data.decode()
+        self._scan = scan
+        self._data: bytes | None = data if scan is None else None
+        self._text: str | None = self.unscanned if scan is None else None
         self._digest: str | None = None
+
+    @property
+    def data(self) -> bytes:
+        """The encoding, secret values redacted."""
+        if self._data is None:
+            assert self._scan is not None
+            self._data = self._scan(self.unscanned.encode())
+        return self._data
+
+    @property
+    def text(self) -> str:
+        """:attr:`data` as text."""
+        if self._text is None:
+            self._text = self.data.decode()
+        return self._text
 
     @property
     def digest(self) -> str:
@@ -173,7 +193,7 @@ class CallInput:
     def same_as(self, recorded: Payload) -> bool:
         """True when ``recorded`` is this input (the same hash)."""
         if recorded.status in _VERIFIED:
-            return recorded.text == self.text
+            return recorded.text == self.unscanned or recorded.text == self.text
         return recorded.digest == self.digest
 
 

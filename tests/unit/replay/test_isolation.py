@@ -135,4 +135,14 @@ def test_isolation_without_any_configuration_still_keeps_spans_in() -> None:
         assert isinstance(config.tracer_provider, TracerProvider)
         assert config.tracer_provider is not global_provider  # a private provider, never the global one
         assert config.store is not None and config.store.path == store
-        assert config.processors and all("Simple" in type(p).__name__ for p in config.processors)
+        # one batch processor over the sandbox store: the replay's spans are written off the call path
+        assert [type(p).__name__ for p in config.processors] == ["BatchProcessor"]
+
+        @chronicle.boundary(name="iso.kept")
+        def kept() -> int:
+            return 1
+
+        assert kept() == 1
+        assert config.force_flush()
+        with contextlib.closing(StoreReader(store)) as reader:
+            assert [t.root_boundary for t in reader.list_traces(include_replays=True)] == ["iso.kept"]
