@@ -207,6 +207,7 @@ class Recordings:
             self._children: dict[CallKey, list[Boundary]] = {}
             for b in trace.boundaries:
                 self._children.setdefault(b.call_key[:-1], []).append(b)
+            self._parents = {b.span_id for b in trace.boundaries if b.call_key in self._children}
         self._by_input: dict[tuple[CallKey, str, str], tuple[list[Boundary], list[int]]] | None = None
         self._used: set[str] = set()
         self._covered: set[str] = set()
@@ -253,6 +254,8 @@ class Recordings:
 
     def cover(self, rec: Boundary) -> None:
         """A stubbed call's recorded children will not run: they count as used."""
+        if rec.span_id not in self._parents:
+            return
         stack = [rec.call_key]
         while stack:
             key = stack.pop()
