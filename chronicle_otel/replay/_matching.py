@@ -129,13 +129,15 @@ class Frame:
         last: the recording that answered or ran the latest call under this one.
     """
 
-    __slots__ = ("counters", "key", "kind", "last")
+    __slots__ = ("counters", "key", "kids", "kind", "last")
 
     def __init__(self, key: CallKey, kind: str | None = None) -> None:
         self.key = key
         self.kind = kind
         self.counters: dict[str, itertools.count[int]] = {}
         self.last: Boundary | None = None
+        self.kids: dict[tuple[str, int], list[Boundary]] | None = None
+        """The recordings under this call by ``(name, index)``, looked up once (by :meth:`Recordings.match`)."""
 
     def next_key(self, name: str) -> CallKey:
         """The call key of the next call of ``name`` under this frame."""
@@ -144,6 +146,8 @@ class Frame:
             counter = self.counters.setdefault(name, itertools.count())
         return (*self.key, (name, next(counter)))  # next() is atomic under the GIL: concurrent siblings differ
 
+
+_NO_KIDS: dict[tuple[str, int], list[Boundary]] = {}
 
 _VERIFIED = frozenset({"ok", "rehydrated"})
 """Payload statuses whose text is known to be the one its hash addresses."""
@@ -203,10 +207,14 @@ class Recordings:
     def __init__(self, trace: Trace) -> None:
         self.trace = trace
         with gc_paused():  # a few objects per recording, and no cycles
-            self._by_key = trace.by_key()
+            # by parent call key, then by (name, index): a frame keeps its own part (see match)
+            self._by_parent: dict[CallKey, dict[tuple[str, int], list[Boundary]]] = {}
             self._children: dict[CallKey, list[Boundary]] = {}
             for b in trace.boundaries:
-                self._children.setdefault(b.call_key[:-1], []).append(b)
+                parent_key = b.call_key[:-1]
+                self._children.setdefault(parent_key, []).append(b)
+                if b.call_key:
+                    self._by_parent.setdefault(parent_key, {}).setdefault(b.call_key[-1], []).append(b)
             self._parents = {b.span_id for b in trace.boundaries if b.call_key in self._children}
         self._by_input: dict[tuple[CallKey, str, str], tuple[list[Boundary], list[int]]] | None = None
         self._used: set[str] = set()
@@ -229,7 +237,10 @@ class Recordings:
         """The recording of this call: by call key, else (concurrent siblings in another order) by input hash."""
         used = self._used
         keyed = None
-        for b in self._by_key.get(key, ()):
+        kids = parent.kids
+        if kids is None:
+            kids = parent.kids = self._by_parent.get(parent.key, _NO_KIDS)
+        for b in kids.get(key[-1], ()):  # key is parent.next_key(name): parent.key plus (name, index)
             if b.span_id not in used:
                 keyed = b
                 break
