@@ -550,7 +550,7 @@ class ReplayRun:
         links = []
         if rec is not None:
             ctx = SpanContext(int(self.trace.trace_id, 16), int(rec.span_id, 16), True, TraceFlags(TraceFlags.SAMPLED))
-            links.append(Link(ctx, {semconv.REPLAY_OF: self.trace.trace_id}))
+            links.append(Link(ctx))  # the span carries chronicle.replay.of: the link needs no attributes of its own
         if encoded is None:
             return ReplayExtra(attrs, links)
         return ReplayExtra(attrs, links, encoded[0], encoded[1], encoded[2])
