@@ -34,7 +34,7 @@ from ._internal.span_attrs import set_clean_attributes
 from ._internal.streams import AsyncStreamDriver, StreamDriver, StreamState
 from ._payloads import Pending, add_exception_event, error_payload, exception_message, put_payload
 from .adapters import RecordingProxy, StreamAdapter, StreamRecorder
-from .codec import encode
+from .codec import encode, encode_unscanned
 from .config import ChronicleConfig, get_config
 from .redact import error_secrets, scrub_text
 
@@ -97,10 +97,22 @@ class Call:
             try:
                 if self.recording:
                     config = self.config
-                    data = self.output if self.output is not None else encode(result, redact=config.redact)
+                    redactor = config.redact
+                    if self.output is not None:
+                        data = self.output
+                    else:
+                        by_key: list[str] = []
+                        data, scan = encode_unscanned(result, redact=redactor, secrets=by_key)
+                        if scan is not None:
+                            scanned = scan(data)
+                            if scanned is data and not by_key and type(result) is dict:
+                                # Nothing redacted, by key or by value, in the whole payload: so nothing in the model
+                                # name and response id read from it, which need no scan of their own.
+                                redactor = None
+                            data = scanned
                     put_payload(self.attrs, self.pending, semconv.OUTPUT_KEYS, data, config.max_attribute_length)
                     if self.spec.genai and config.genai_attributes:
-                        self.attrs.update(response_attributes(result, config.redact))
+                        self.attrs.update(response_attributes(result, redactor))
             finally:
                 self._end()
         except Exception as exc:

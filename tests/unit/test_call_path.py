@@ -129,3 +129,24 @@ def test_which_samplers_never_read_attributes() -> None:
 
     assert not attribute_blind(tracer(Sub(0.5)))
     assert not attribute_blind(object())
+
+
+def test_response_attributes_stay_redacted_when_the_payload_scan_is_reused(tmp_path: Path) -> None:
+    secret = "sk-" + "Z" * 40
+    rec = make_recorder(tmp_path / "values")
+
+    @chronicle.boundary(kind="llm", name="callpath.genai")
+    def chat(prompt: str) -> dict[str, Any]:
+        return {"model": secret, "id": "resp-1", "choices": [{"finish_reason": "stop"}]}
+
+    chat("x")
+    attrs = rec.attrs("callpath.genai")
+    assert secret not in attrs[sc.GEN_AI_RESPONSE_MODEL]
+    assert attrs[sc.GEN_AI_RESPONSE_ID] == "resp-1"
+
+    # the model's key is redacted in the payload: the payload scan never saw the value, the attribute is still scanned
+    rec = make_recorder(tmp_path / "keys", redaction=chronicle.RedactionOptions(keys=["model"]))
+    chat("y")
+    attrs = rec.attrs("callpath.genai")
+    assert secret not in attrs[sc.GEN_AI_RESPONSE_MODEL]
+    assert secret not in attrs[sc.OUTPUT]
