@@ -18,7 +18,7 @@ import dataclasses
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import orjson
 
@@ -31,21 +31,8 @@ __all__ = ["Boundary", "CallKey", "Payload", "ReplayedError", "SpanRecord", "Tra
 CallKey = tuple[tuple[str, int], ...]
 """The chain of ``(boundary name, call index)`` from the root boundary down to a call."""
 
-_T = TypeVar("_T")
 
-
-def _frozen(cls: type[_T], fields: dict[str, Any]) -> _T:
-    """An instance of the frozen dataclass ``cls`` holding ``fields`` (every field of it, checked by the caller).
-
-    What the generated ``__init__`` does, without one ``object.__setattr__`` per field: loading builds a span record
-    and a boundary per span, and that call was most of their cost. ``fields`` becomes the instance's namespace.
-    """
-    obj = object.__new__(cls)
-    object.__setattr__(obj, "__dict__", fields)
-    return obj
-
-
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class SpanRecord:
     """One span as loaded from a trace source (boundary or not: service spans are kept as context).
 
@@ -87,7 +74,7 @@ class SpanRecord:
     """Where the span was read: ``file.jsonl:3``, ``store:<trace id>``, a URL…"""
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class Payload:
     """One recorded payload (input, output or error) of a boundary.
 
@@ -108,6 +95,79 @@ class Payload:
         return self.status != "missing"
 
 
+class _SpanRecordSlots:
+    """A :class:`SpanRecord` being filled in: the same slots, writable (see :func:`_span_record`)."""
+
+    __slots__ = SpanRecord.__slots__
+
+
+class _PayloadSlots:
+    """A :class:`Payload` being filled in (see :func:`_payload`)."""
+
+    __slots__ = Payload.__slots__
+
+
+_new = object.__new__
+
+
+def _span_record(
+    trace_id: str,
+    span_id: str,
+    parent_span_id: str | None,
+    name: str,
+    kind: int,
+    start_ns: int,
+    end_ns: int,
+    attributes: Mapping[str, Any],
+    status: str,
+    status_message: str,
+    events: tuple[Mapping[str, Any], ...],
+    links: tuple[Mapping[str, Any], ...],
+    resource: Mapping[str, Any],
+    scope: str,
+    trace_state: str,
+    flags: int,
+    origin: str,
+) -> SpanRecord:
+    """The :class:`SpanRecord` of these fields (checked by the caller), made without the generated ``__init__``.
+
+    Loading makes one per span, and a frozen dataclass's ``__init__`` writes each field through
+    ``object.__setattr__``: most of the record's cost. Here the fields are written into an instance of a writable
+    class with the same slots, which then becomes a :class:`SpanRecord`: the same frozen object, for a small part of
+    that cost.
+    """
+    record: Any = _new(_SpanRecordSlots)
+    record.trace_id = trace_id
+    record.span_id = span_id
+    record.parent_span_id = parent_span_id
+    record.name = name
+    record.kind = kind
+    record.start_ns = start_ns
+    record.end_ns = end_ns
+    record.attributes = attributes
+    record.status = status
+    record.status_message = status_message
+    record.events = events
+    record.links = links
+    record.resource = resource
+    record.scope = scope
+    record.trace_state = trace_state
+    record.flags = flags
+    record.origin = origin
+    record.__class__ = SpanRecord
+    return record  # type: ignore[no-any-return]
+
+
+def _payload(text: str, digest: str | None, status: str) -> Payload:
+    """The :class:`Payload` of these fields, made like :func:`_span_record`."""
+    payload: Any = _new(_PayloadSlots)
+    payload.text = text
+    payload.digest = digest
+    payload.status = status
+    payload.__class__ = Payload
+    return payload  # type: ignore[no-any-return]
+
+
 class ReplayedError(Exception):
     """A recorded exception whose class may not be rebuilt (not registered or allowed).
 
@@ -124,7 +184,7 @@ class ReplayedError(Exception):
         super().__init__(f"{type_name}: {message}")
 
 
-@dataclasses.dataclass(frozen=True, eq=False)
+@dataclasses.dataclass(frozen=True, eq=False, slots=True)
 class Boundary:
     """One recorded boundary call.
 
@@ -134,6 +194,11 @@ class Boundary:
     the top-level packages that define boundaries in this process (a value read before its module was imported
     is decoded again, typed, once it is). Other classes come back as
     :class:`~chronicle_otel.codec.UnresolvedObject`.
+
+    Loading checks each payload's text against its hash and keeps the text; it is parsed only when first read. Text
+    that is not chronicle-json (a hash-correct payload of another producer, or of a tampered trace) raises
+    :class:`~chronicle_otel.errors.CodecError` then, naming the boundary, its span, where the span was read and the
+    attribute (``chronicle.input``…).
 
     Attributes:
         name: boundary name.
@@ -170,6 +235,10 @@ class Boundary:
     raw_error: Payload | None
     span: SpanRecord = dataclasses.field(repr=False)
     allow: tuple[str, ...] | None = dataclasses.field(default=None, repr=False)
+    _decoded: dict[tuple[str, tuple[str, ...]], Any] | None = dataclasses.field(
+        default=None, init=False, repr=False, compare=False
+    )
+    """The decoded payloads, by what and allow-list (see :meth:`_cached`); made on the first decode."""
 
     def __repr__(self) -> str:
         return f"Boundary({self.name!r}, kind={self.kind!r}, key={format_key(self.call_key)}, status={self.status})"
@@ -196,6 +265,19 @@ class Boundary:
             return decode(payload.text, allow=self._allow(allow))
         except RecursionError:
             raise CodecError(f"the {what} of boundary {format_key(self.call_key)} nests too deep to decode") from None
+        except CodecError as exc:
+            raise self._undecodable(what, exc) from None
+
+    def _undecodable(self, what: str, exc: CodecError) -> CodecError:
+        """The error for a payload whose text the codec refuses, naming the boundary, its span and the attribute.
+
+        Loading checks a payload's hash, not its JSON: the text is parsed when it is first read.
+        """
+        where = f" at {self.span.origin}" if self.span.origin else ""
+        return CodecError(
+            f"the {what} of boundary {format_key(self.call_key)} (span {self.span_id}{where}, attribute "
+            f"chronicle.{what}) cannot be decoded: {exc}"
+        )
 
     def _cached(self, what: str, decode_it: Callable[[tuple[str, ...]], Any]) -> Any:
         """The decoded ``what``, cached per allow-list.
@@ -203,7 +285,10 @@ class Boundary:
         A module imported later (a new boundary package) changes the default list: the payload is decoded again.
         """
         allow = self._allow(None)
-        cache: dict[tuple[str, tuple[str, ...]], Any] = self.__dict__.setdefault("_decoded", {})
+        cache = self._decoded
+        if cache is None:
+            cache = {}
+            object.__setattr__(self, "_decoded", cache)
         key = (what, allow)
         if key not in cache:
             cache[key] = decode_it(allow)
@@ -255,6 +340,8 @@ class Boundary:
             value = decode_value(tagged, allow=self._allow(allow))
         except RecursionError:
             raise CodecError(f"the error of boundary {format_key(self.call_key)} nests too deep to decode") from None
+        except CodecError as exc:
+            raise self._undecodable("error", exc) from None
         if isinstance(value, BaseException):
             return value
         args = value.data.get("args", []) if isinstance(value, UnresolvedObject) else []
@@ -264,6 +351,57 @@ class Boundary:
     def failed(self) -> bool:
         """True when the call raised."""
         return self.raw_error is not None
+
+
+class _BoundarySlots:
+    """A :class:`Boundary` being filled in (see :func:`_boundary_record`)."""
+
+    __slots__ = Boundary.__slots__
+
+
+def _boundary_record(
+    name: str,
+    kind: str,
+    call_index: int,
+    call_key: CallKey,
+    span_id: str,
+    parent: Boundary | None,
+    session: Mapping[str, Any],
+    start_ns: int,
+    end_ns: int,
+    status: str,
+    stream: bool,
+    stream_state: str | None,
+    function: str | None,
+    raw_input: Payload | None,
+    raw_output: Payload | None,
+    raw_error: Payload | None,
+    span: SpanRecord,
+    allow: tuple[str, ...] | None,
+) -> Boundary:
+    """The :class:`Boundary` of these fields (checked by the caller), made like :func:`_span_record`."""
+    boundary: Any = _new(_BoundarySlots)
+    boundary.name = name
+    boundary.kind = kind
+    boundary.call_index = call_index
+    boundary.call_key = call_key
+    boundary.span_id = span_id
+    boundary.parent = parent
+    boundary.session = session
+    boundary.start_ns = start_ns
+    boundary.end_ns = end_ns
+    boundary.status = status
+    boundary.stream = stream
+    boundary.stream_state = stream_state
+    boundary.function = function
+    boundary.raw_input = raw_input
+    boundary.raw_output = raw_output
+    boundary.raw_error = raw_error
+    boundary.span = span
+    boundary.allow = allow
+    boundary._decoded = None
+    boundary.__class__ = Boundary
+    return boundary  # type: ignore[no-any-return]
 
 
 def format_key(key: Sequence[tuple[str, int]]) -> str:

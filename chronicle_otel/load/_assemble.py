@@ -7,24 +7,28 @@ chains are walked without recursion and every count is bounded (the data is untr
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from operator import attrgetter
+from itertools import count
+from operator import attrgetter, itemgetter
 from typing import Any, Final
 
 import orjson
 
 from .. import semconv
 from .._internal import trace_ids
+from .._internal.digest import PREFIX as _PREFIX
 from .._internal.digest import payload_digest, text_digest
 from .._internal.gc_pause import gc_paused
 from ..codec import CODEC_VERSION
 from ..errors import ChronicleError, TraceLoadError, TraceNotFoundError
-from ..model import Boundary, Payload, SpanRecord, Trace, _frozen, format_key
+from ..model import Boundary, CallKey, Payload, SpanRecord, Trace, _boundary_record, _payload, format_key
 from ..store.payloads import PayloadSource
 from ..store.reader import StoreReader
 from ._otlp import merge, spans_of_request
 
 _CODECS = {CODEC_VERSION}
+_sha256 = hashlib.sha256
 
 Fetch = Callable[[str], "bytes | None"]
 """Whole payload bytes by ``sha256:<hex>`` digest, or None."""
@@ -98,76 +102,130 @@ def _boundary(
     source: str = "",
 ) -> Boundary | None:
     attrs = span.attributes
-    name = attrs.get(_NAME)
+    get = attrs.get
+    name = get(_NAME)
     if not isinstance(name, str):
         return None
-    where = span.origin or source
-    codec = attrs.get(semconv.CODEC, CODEC_VERSION)
-    if not isinstance(codec, str) or codec not in _CODECS:
+    codec = get(_CODEC, CODEC_VERSION)
+    if codec is not CODEC_VERSION and (not isinstance(codec, str) or codec not in _CODECS):
+        where = span.origin or source
         shown = repr(codec[:80]) if isinstance(codec, str) else f"a {type(codec).__name__}"
         raise TraceLoadError(
             f"span {span.span_id} ({name[:200]!r}) uses codec {shown}, not one this chronicle-otel understands "
             f"({CODEC_VERSION}); upgrade chronicle-otel",
             source=where or None,
         )
-    index = _call_index(attrs.get(semconv.CALL_INDEX))
-    if index is None:
-        raise TraceLoadError(
-            f"span {span.span_id} ({name[:200]!r}) has {semconv.CALL_INDEX} {_shown(attrs.get(semconv.CALL_INDEX))}",
-            source=where or None,
-            expected=f"an integer from 0 to {_MAX_CALL_INDEX}",
-        )
-    if parent is not None and len(parent.call_key) >= MAX_BOUNDARY_DEPTH:
-        raise TraceLoadError(
-            f"span {span.span_id}: boundaries nest deeper than {MAX_BOUNDARY_DEPTH} levels", source=where or None
-        )
-    key = (*parent.call_key, (name, index)) if parent is not None else ((name, index),)
-    payloads: list[Payload | None] = []
-    for keys in semconv.PAYLOAD_KEYS:
-        text = attrs.get(keys.text)
-        if text is None:
-            payloads.append(None)
-            continue
-        digest = attrs.get(keys.hash)
-        if type(text) is str and type(digest) is str and text_digest(text) == digest:  # whole and verified
-            payloads.append(_frozen(Payload, {"text": text, "digest": digest, "status": "ok"}))
-            continue
-        payload, warning = payload_from_span(attrs, keys, fetch, where=f"{where} (span {span.span_id})")
-        payloads.append(payload)
-        if warning:
-            warnings.append(f"boundary {format_key(key)}: {warning}")
-    state = attrs.get(semconv.STREAM_STATE)
-    kind = attrs.get(semconv.BOUNDARY_KIND, "custom")
-    function = attrs.get(semconv.CODE_FUNCTION)
-    return _frozen(  # every field of Boundary, as its __init__ would set them
-        Boundary,
-        {
-            "name": name,
-            "kind": kind if isinstance(kind, str) else "custom",
-            "call_index": index,
-            "call_key": key,
-            "span_id": span.span_id,
-            "parent": parent,
-            "session": {k[_SESSION_CUT:]: v for k, v in attrs.items() if k.startswith(_SESSION)},
-            "start_ns": span.start_ns,
-            "end_ns": span.end_ns,
-            "status": span.status,
-            "stream": attrs.get(semconv.STREAM) in (True, "true"),  # Zipkin tags are strings
-            "stream_state": state if isinstance(state, str) else None,
-            "function": function if isinstance(function, str) else None,
-            "raw_input": payloads[0],
-            "raw_output": payloads[1],
-            "raw_error": payloads[2],
-            "span": span,
-            "allow": allow,
-        },
+    index = get(_CALL_INDEX)
+    if type(index) is not int or not 0 <= index <= _MAX_CALL_INDEX:
+        index = _call_index(index)
+        if index is None:
+            raise TraceLoadError(
+                f"span {span.span_id} ({name[:200]!r}) has {semconv.CALL_INDEX} {_shown(get(_CALL_INDEX))}",
+                source=span.origin or source or None,
+                expected=f"an integer from 0 to {_MAX_CALL_INDEX}",
+            )
+    if parent is None:
+        key: CallKey = ((name, index),)
+    else:
+        above = parent.call_key
+        if len(above) >= MAX_BOUNDARY_DEPTH:
+            raise TraceLoadError(
+                f"span {span.span_id}: boundaries nest deeper than {MAX_BOUNDARY_DEPTH} levels",
+                source=span.origin or source or None,
+            )
+        key = (*above, (name, index))
+    text = get(_INPUT)
+    raw_input = (
+        None if text is None else _payload_of(text, attrs, semconv.INPUT_KEYS, fetch, span, key, warnings, source)
+    )
+    text = get(_OUTPUT)
+    raw_output = (
+        None if text is None else _payload_of(text, attrs, semconv.OUTPUT_KEYS, fetch, span, key, warnings, source)
+    )
+    text = get(_ERROR)
+    raw_error = (
+        None if text is None else _payload_of(text, attrs, semconv.ERROR_KEYS, fetch, span, key, warnings, source)
+    )
+    session: dict[str, Any] = {}
+    if _has_session(attrs):
+        session = {k[_SESSION_CUT:]: v for k, v in attrs.items() if k.startswith(_SESSION)}
+    kind = get(_KIND, "custom")
+    state = get(_STREAM_STATE)
+    function = get(_FUNCTION)
+    return _boundary_record(
+        name,
+        kind if isinstance(kind, str) else "custom",
+        index,
+        key,
+        span.span_id,
+        parent,
+        session,
+        span.start_ns,
+        span.end_ns,
+        span.status,
+        get(_STREAM) in (True, "true"),  # Zipkin tags are strings
+        state if isinstance(state, str) else None,
+        function if isinstance(function, str) else None,
+        raw_input,
+        raw_output,
+        raw_error,
+        span,
+        allow,
     )
 
 
+def _payload_of(
+    text: Any,
+    attrs: Mapping[str, Any],
+    keys: semconv.PayloadKeys,
+    fetch: Fetch | None,
+    span: SpanRecord,
+    key: CallKey,
+    warnings: list[str],
+    source: str,
+) -> Payload | None:
+    """The payload whose text attribute holds ``text``: whole and verified against its hash (the common case), else
+    as :func:`payload_from_span` finds it, with its warning."""
+    digest = attrs.get(keys.hash)
+    if (
+        type(text) is str
+        and type(digest) is str
+        and _PREFIX + _sha256(text.encode("utf-8", "surrogatepass")).hexdigest() == digest
+    ):
+        return _payload(text, digest, "ok")
+    where = span.origin or source
+    payload, warning = payload_from_span(attrs, keys, fetch, where=f"{where} (span {span.span_id})")
+    if warning:
+        warnings.append(f"boundary {format_key(key)}: {warning}")
+    return payload
+
+
+def _has_session(attrs: Mapping[str, Any]) -> bool:
+    """True unless no attribute key can start with the session prefix: their concatenation does not hold it
+    (one search instead of a test per key; a key that is not text is left to the test that names it)."""
+    try:
+        return _SESSION in "".join(attrs)
+    except TypeError:
+        return True
+
+
 _NAME: Final = semconv.BOUNDARY_NAME
+_CODEC: Final = semconv.CODEC
+_CALL_INDEX: Final = semconv.CALL_INDEX
+_KIND: Final = semconv.BOUNDARY_KIND
+_STREAM: Final = semconv.STREAM
+_STREAM_STATE: Final = semconv.STREAM_STATE
+_FUNCTION: Final = semconv.CODE_FUNCTION
+_INPUT: Final = semconv.INPUT
+_OUTPUT: Final = semconv.OUTPUT
+_ERROR: Final = semconv.ERROR
 _SESSION: Final = semconv.SESSION_PREFIX
 _SESSION_CUT: Final = len(semconv.SESSION_PREFIX)
 _SPAN_ORDER: Final = attrgetter("start_ns", "end_ns", "span_id")
+_START: Final = attrgetter("start_ns")
+_KEY: Final = attrgetter("call_key")
+_INDEX: Final = attrgetter("call_index")
+_LAST: Final = itemgetter(-1)
 
 
 def _shown(value: Any) -> str:
@@ -257,9 +315,10 @@ def build_trace(
                     up[cycle[k]] = nearest
             _resolve_up(chain, cycle_at, built, up, by_id)
 
-    boundaries = sorted(
-        (b for b in built.values() if b is not None), key=lambda b: (b.start_ns, len(b.call_key), b.call_index)
-    )
+    found = [b for b in built.values() if b is not None]
+    # Call order: start time, then depth, then call index (ties keep the order built), sorted on keys made in C.
+    order = sorted(zip(map(_START, found), map(len, map(_KEY, found)), map(_INDEX, found), count()))
+    boundaries = list(map(found.__getitem__, map(_LAST, order)))
     top = [b for b in boundaries if b.parent is None]
     root = top[0] if top else None
     if len(top) > 1:
@@ -318,14 +377,16 @@ class PayloadSources:
 
     def fetcher(self, trace_id: str, spans: Sequence[SpanRecord]) -> Fetch | None:
         """Whole payloads by hash for the spans of one trace; the ones cut on spans are fetched at once, in bulk
-        where a store can (object storage), before the trace is built."""
+        where a store can (object storage), when the first one is asked for."""
         if not self.chain and self.whole is None:
             return None
-        cache = self._prefetch(spans)
+        cache: dict[str, bytes] | None = None  # fetched on the first call: a trace with nothing cut asks for nothing
         recorded: dict[str, bytes] | None = None
 
         def fetch(digest: str) -> bytes | None:
-            nonlocal recorded
+            nonlocal cache, recorded
+            if cache is None:
+                cache = self._prefetch(spans)
             data = cache.get(digest)
             if data is not None:
                 return data
@@ -346,8 +407,10 @@ class PayloadSources:
         for span in spans:
             attrs = span.attributes
             for keys in semconv.PAYLOAD_KEYS:
+                if attrs.get(keys.truncated) is not True:
+                    continue
                 digest = attrs.get(keys.hash)
-                if attrs.get(keys.truncated) is True and isinstance(digest, str) and len(digest) == 71:
+                if isinstance(digest, str) and len(digest) == 71:
                     wanted.add(digest)
                     if len(wanted) >= MAX_PREFETCH:
                         break

@@ -302,29 +302,43 @@ def _json(data: bytes | bytearray, source: object) -> Iterator[SpanRecord]:
         else:
             yield from spans_of_document(whole, source, 1)
             return
-    lines: list[bytes | bytearray] = list(data.split(b"\n"))
-    last = max(i for i, line in enumerate(lines) if line.strip())
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        if first is not _NOT_PARSED:
-            doc, first = first, _NOT_PARSED
+    # One document per line. Lines are views of ``data``: a file of a few large lines is not copied line by line.
+    view = memoryview(data)
+    size = len(data)
+    start, number = 0, 0
+    while True:
+        stop = data.find(b"\n", start)
+        if stop < 0:
+            stop = size
+        number += 1
+        if _NON_SPACE.search(data, start, stop) is not None:  # blank lines are skipped
+            if first is not _NOT_PARSED:
+                doc, first = first, _NOT_PARSED
+            else:
+                try:
+                    doc = orjson.loads(view[start:stop])
+                except orjson.JSONDecodeError as exc:
+                    raise _not_a_line(data, start, stop, number, exc, source) from None
             yield from spans_of_document(doc, source, number)
-            continue
-        try:
-            doc = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
-            if number - 1 == last and not data.endswith(b"\n") and exc.pos >= len(line.rstrip()):
-                raise TraceLoadError(
-                    f"the last line ends mid-record ({exc}); the file is truncated",
-                    source=source,
-                    line=number,
-                    expected="one complete JSON document per line",
-                ) from None
-            raise TraceLoadError(
-                f"not JSON ({exc})", source=source, line=number, expected="one OTLP/JSON request per line"
-            ) from None
-        yield from spans_of_document(doc, source, number)
+        if stop == size:
+            return
+        start = stop + 1
+
+
+def _not_a_line(
+    data: bytes | bytearray, start: int, stop: int, number: int, exc: orjson.JSONDecodeError, source: object
+) -> TraceLoadError:
+    """The error for line ``number`` (``data[start:stop]``), which is not JSON: the last line of a file cut short
+    while it was written says so."""
+    last = _NON_SPACE.search(data, stop) is None  # nothing but blanks after it
+    if last and not data.endswith(b"\n") and exc.pos >= len(bytes(data[start:stop]).rstrip()):
+        return TraceLoadError(
+            f"the last line ends mid-record ({exc}); the file is truncated",
+            source=source,
+            line=number,
+            expected="one complete JSON document per line",
+        )
+    return TraceLoadError(f"not JSON ({exc})", source=source, line=number, expected="one OTLP/JSON request per line")
 
 
 def _framed(data: Buffer, source: object, budget: _Budget) -> Iterator[SpanRecord]:

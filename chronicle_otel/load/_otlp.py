@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Final
 
 from ..errors import TraceLoadError
-from ..model import SpanRecord, _frozen
+from ..model import SpanRecord, _span_record
 
 _HEX = re.compile(r"[0-9a-fA-F]+")
 _INT_TEXT = re.compile(r"[+-]?[0-9]{1,24}")
@@ -334,6 +334,7 @@ def spans_of_request(doc: Any, *, source: object = None, line: int | None = None
         )
     top = Where(source, line)
     origin = f"{source}:{line}" if line is not None else str(source)
+    known: dict[str, str] = {}  # ids read so far, as written -> lowercase
     for i, rs in top.mappings(resource_spans, field):
         at = top.at(f"{field}[{i}].")
         resource = attributes(at.mapping(rs.get("resource"), "resource").get("attributes"), at, "resource.attributes")
@@ -349,7 +350,7 @@ def spans_of_request(doc: Any, *, source: object = None, line: int | None = None
             )
             scope_name = inner.scalar_text(scope.get("name"), "scope.name")
             for k, span in enumerate(inner.items(ss.get("spans"), "spans")):
-                record = _plain_span(span, resource, scope_name, origin)
+                record = _plain_span(span, resource, scope_name, origin, known)
                 if record is None:  # not the common shape: the checked path, whose errors say where and why
                     if not isinstance(span, Mapping):
                         raise inner.error(f"spans[{k}]", span, "an object")
@@ -431,71 +432,103 @@ def _plain_uint(value: Any) -> int | None:
 
 def _plain_attributes(items: Any) -> dict[str, Any] | None:
     """An OTLP ``KeyValue`` list of the usual shape as a dict, equal to what :func:`attributes` makes of it; None
-    when an item is not of that shape (then :func:`attributes` reads it, or names what is wrong)."""
+    when an item is not of that shape (then :func:`attributes` reads it, or names what is wrong).
+
+    One pass, one look at each item: a string value (most of them) costs two subscripts and a ``get``. An item that
+    is not an object, or has no ``key`` or ``value``, ends the pass through the exception its subscript raises.
+    """
     if items is None:
         return {}
     if type(items) is not list:
         return None
     out: dict[str, Any] = {}
-    for kv in items:
-        if type(kv) is not dict:
-            return None
-        key = kv.get("key")
-        value = kv.get("value")
-        if type(key) is not str or type(value) is not dict or len(value) != 1:
-            return None
-        v = value.get("stringValue")
-        if type(v) is str:
-            out[key] = v
-            continue
-        v = value.get("intValue")
-        if v is not None:
-            if type(v) is str and len(v) <= 18 and v.isdigit() and v.isascii():  # 18 digits: within int64
-                out[key] = int(v)
+    try:
+        for kv in items:
+            key = kv["key"]
+            value = kv["value"]
+            v = value.get("stringValue")  # AttributeError when the value is not an object
+            if type(v) is str and type(key) is str:  # AnyValue reads stringValue first, whatever else is there
+                out[key] = v
                 continue
-            return None
-        v = value.get("boolValue")
-        if type(v) is bool:
-            out[key] = v
-            continue
-        v = value.get("doubleValue")
-        if type(v) is float:
-            out[key] = v
-            continue
-        try:  # arrays, lists of key-values, bytes: the one reader of AnyValue
-            out[key] = any_value(value, _NOWHERE)
-        except TraceLoadError:
-            return None
+            if v is not None or type(key) is not str or type(value) is not dict or len(value) != 1:
+                return None
+            v = value.get("intValue")
+            if v is not None:
+                if type(v) is str and len(v) <= 18 and v.isdigit() and v.isascii():  # 18 digits: within int64
+                    out[key] = int(v)
+                    continue
+                if type(v) is int and INT64_MIN <= v <= UINT64_MAX:
+                    out[key] = v
+                    continue
+                return None
+            v = value.get("boolValue")
+            if type(v) is bool:
+                out[key] = v
+                continue
+            v = value.get("doubleValue")
+            if type(v) is float:
+                out[key] = v
+                continue
+            out[key] = any_value(value, _NOWHERE)  # arrays, lists of key-values, bytes: the one reader of AnyValue
+    except (KeyError, TypeError, AttributeError, TraceLoadError):
+        return None
     return out
 
 
-def _plain_span(raw: Any, resource: Mapping[str, Any], scope: str, origin: str) -> SpanRecord | None:
+def _plain_id(value: str) -> str | None:
+    """A span id of 16 hex digits (any case) in lowercase, or None. ``bytes.fromhex`` reads the digits (spaces
+    between pairs would leave fewer than 8 bytes)."""
+    try:
+        raw = bytes.fromhex(value)
+    except ValueError:
+        return None
+    return raw.hex() if len(raw) == 8 else None
+
+
+def _plain_span(
+    raw: Any,
+    resource: Mapping[str, Any],
+    scope: str,
+    origin: str,
+    known: dict[str, str] | None = None,
+) -> SpanRecord | None:
     """The span record of a span of the common shape (camelCase fields, hex ids, no events or links), equal to what
     :func:`_span` makes of it; None for any other span, which :func:`_span` then reads or refuses.
 
     Every span of a trace file goes through here, so it checks the fields inline instead of through :class:`Where`.
+    ``known`` maps trace ids and parent span ids already read (as written) to their lowercase form: the spans of one
+    request share a few of them, and a look-up costs less than reading the digits again.
     """
     if type(raw) is not dict:
         return None
     get = raw.get
     trace_id = get("traceId")
     span_id = get("spanId")
-    if not (
-        type(trace_id) is str
-        and len(trace_id) == 32
-        and type(span_id) is str
-        and len(span_id) == 16
-        and _HEX.fullmatch(trace_id)
-        and _HEX.fullmatch(span_id)
-    ):
+    if type(trace_id) is not str or len(trace_id) != 32 or type(span_id) is not str or len(span_id) != 16:
+        return None
+    if known is None:
+        known = {}
+    tid = known.get(trace_id)
+    if tid is None:
+        if not _HEX.fullmatch(trace_id):
+            return None
+        tid = known[trace_id] = trace_id.lower()
+    sid = _plain_id(span_id)
+    if sid is None:
         return None
     parent = get("parentSpanId")
     if parent is None:
         parent = get("parent_span_id")
     if parent is None or parent == "":
         parent = None
-    elif type(parent) is str and len(parent) == 16 and _HEX.fullmatch(parent):
-        parent = parent.lower()
+    elif type(parent) is str and len(parent) == 16:
+        pid = known.get(parent)
+        if pid is None:
+            pid = _plain_id(parent)
+            if pid is None:
+                return None
+            known[parent] = pid
+        parent = pid
     else:
         return None
     name = get("name")
@@ -509,9 +542,19 @@ def _plain_span(raw: Any, resource: Mapping[str, Any], scope: str, origin: str) 
     elif not (type(kind) is int and 0 <= kind <= 5):
         return None
     start = get("startTimeUnixNano")
-    start_ns = _plain_uint(start if start is not None else get("start_time_unix_nano"))
+    if start is None:
+        start = get("start_time_unix_nano")
+    if type(start) is str and 0 < len(start) <= 19 and start.isdigit() and start.isascii():
+        start_ns: int | None = int(start)
+    else:
+        start_ns = _plain_uint(start)
     end = get("endTimeUnixNano")
-    end_ns = _plain_uint(end if end is not None else get("end_time_unix_nano"))
+    if end is None:
+        end = get("end_time_unix_nano")
+    if type(end) is str and 0 < len(end) <= 19 and end.isdigit() and end.isascii():
+        end_ns: int | None = int(end)
+    else:
+        end_ns = _plain_uint(end)
     flags = get("flags")
     if flags is None:
         flags = 0
@@ -525,7 +568,7 @@ def _plain_span(raw: Any, resource: Mapping[str, Any], scope: str, origin: str) 
     if start_ns is None or end_ns is None or type(trace_state) is not str:
         return None
     status = get("status")
-    if status is None:
+    if status is None or (type(status) is dict and not status):  # our writer's ``{}`` for an unset status
         code, message = "UNSET", ""
     elif type(status) is dict:
         number = status.get("code", 0)
@@ -537,32 +580,29 @@ def _plain_span(raw: Any, resource: Mapping[str, Any], scope: str, origin: str) 
         return None
     events = get("events")
     links = get("links")
-    if not ((events is None or (type(events) is list and not events)) and (links is None or links == [])):
+    if not ((events is None or events == []) and (links is None or links == [])):
         return None
     attrs = _plain_attributes(get("attributes"))
     if attrs is None:
         return None
-    return _frozen(
-        SpanRecord,
-        {
-            "trace_id": trace_id.lower(),
-            "span_id": span_id.lower(),
-            "parent_span_id": parent,
-            "name": name,
-            "kind": kind,
-            "start_ns": start_ns,
-            "end_ns": end_ns,
-            "attributes": attrs,
-            "status": code,
-            "status_message": message,
-            "events": (),
-            "links": (),
-            "resource": resource,
-            "scope": scope,
-            "trace_state": trace_state,
-            "flags": flags,
-            "origin": origin,
-        },
+    return _span_record(
+        tid,
+        sid,
+        parent,
+        name,
+        kind,
+        start_ns,
+        end_ns,
+        attrs,
+        code,
+        message,
+        (),
+        (),
+        resource,
+        scope,
+        trace_state,
+        flags,
+        origin,
     )
 
 
