@@ -7,8 +7,10 @@ about a third of the raw payload bytes.
 
 - The writer compresses each line as one zstd frame. Until a dictionary exists it uses none, and keeps a sample of
   the lines it wrote; once the sample is large enough it trains a dictionary (once per store, about 0.15 s), saves it
-  as ``dicts/<id>.zdict`` and uses it from then on. A payload (the whole value cut on a span) is one frame, without
-  a dictionary.
+  as ``dicts/<id>.zdict`` and uses it from then on, at level 2 (as fast as level 1 on span lines, within a few
+  percent of level 3's size; level 3 before). With the dictionary, the lines of a chunk are compressed in one call
+  (one release of the interpreter lock instead of one per line); each is still its own frame. A payload (the whole
+  value cut on a span) is one frame, without a dictionary.
 - A frame names the dictionary it needs by id; the reader loads ``dicts/<id>.zdict`` then. Lines and payloads
   written before compression (JSON, which never starts with the zstd magic number) read as they are.
 - The store is untrusted input: a frame must declare its size, within the line or payload limit, before anything
@@ -34,10 +36,14 @@ DICTS: Final = "dicts"
 """The store's directory of compression dictionaries."""
 
 LEVEL: Final = 3
+"""The zstd level of payloads and of lines written before the dictionary exists."""
+LINE_LEVEL: Final = 2
+"""The zstd level of lines with the dictionary: as fast as level 1 on span lines, within 6% of level 3's size."""
 DICT_SIZE: Final = 64 * 1024
 MAX_DICT_BYTES: Final = 1 << 20
 SAMPLE_LINES: Final = 1000
 SAMPLE_BYTES: Final = 8 << 20
+_MULTI_MIN: Final = 4  # lines from which one call compresses them all
 
 _zstd: Any
 try:  # pragma: no cover - the import is tested by the suite's environment
@@ -61,6 +67,7 @@ class LineCompressor:
         self._samples: list[bytes] = []
         self._sampled = 0
         self._failures = 0
+        self._multi = True
         if self._plain is not None:
             self._load_newest()
 
@@ -72,6 +79,32 @@ class LineCompressor:
             return data
         self._sample(data)
         return bytes(self._plain.compress(data))
+
+    def lines(self, lines: list[bytes]) -> list[bytes]:
+        """``lines`` as they are stored, in order; a line that is a zstd frame already is kept as it is."""
+        if self._with_dict is not None and len(lines) >= _MULTI_MIN and not lines[0].startswith(MAGIC):
+            return self._with_dictionary(lines)
+        return [line if line.startswith(MAGIC) else self.line(line) for line in lines]
+
+    def encode(self, lines: list[bytes]) -> list[bytes]:
+        """``lines`` compressed with the dictionary, or themselves while there is none yet (:meth:`lines` then
+        compresses them, and samples them for the dictionary)."""
+        if self._with_dict is None:
+            return lines
+        return self._with_dictionary(lines)
+
+    def _with_dictionary(self, lines: list[bytes]) -> list[bytes]:
+        """Each of ``lines`` compressed with the dictionary; in one call when the backend can (the interpreter lock
+        is then released once, not once per line)."""
+        if self._multi and len(lines) >= _MULTI_MIN and not any(line.startswith(MAGIC) for line in lines):
+            try:
+                frames = self._with_dict.multi_compress_to_buffer(lines, threads=0)
+            except (AttributeError, NotImplementedError):  # the cffi backend has no batch API
+                self._multi = False
+            else:
+                return [frames[i].tobytes() for i in range(len(frames))]
+        compress = self._with_dict.compress
+        return [line if line.startswith(MAGIC) else compress(line) for line in lines]
 
     def payload(self, data: bytes) -> bytes:
         """``data`` (a whole payload) as it is stored."""
@@ -91,7 +124,7 @@ class LineCompressor:
         assert _zstd is not None
         samples, self._samples, self._sampled = self._samples, [], 0
         try:
-            trained = _zstd.train_dictionary(DICT_SIZE, samples, level=LEVEL)
+            trained = _zstd.train_dictionary(DICT_SIZE, samples, level=LINE_LEVEL)
         except _zstd.ZstdError:  # too few or too alike samples: try again with the next ones
             self._failures += 1
             return
@@ -122,8 +155,8 @@ class LineCompressor:
 
     def _use(self, dictionary: Any) -> None:
         assert _zstd is not None
-        dictionary.precompute_compress(level=LEVEL)
-        self._with_dict = _zstd.ZstdCompressor(dict_data=dictionary, level=LEVEL)
+        dictionary.precompute_compress(level=LINE_LEVEL)
+        self._with_dict = _zstd.ZstdCompressor(dict_data=dictionary, level=LINE_LEVEL)
 
 
 def _mtime(path: Path) -> float:

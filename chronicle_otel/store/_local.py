@@ -13,6 +13,12 @@ is removed), and the next batch writes to the same segment. The one exception is
 a way that may still have committed (an I/O error other than a failed write, such as a failed fsync): its lines
 stay in the segment, whole, whether the index ends up pointing at them or not.
 
+Indexing a batch takes one statement per 64 rows, not one per row: the lines of a batch are written in trace id
+order (the inserts into the trace-id indexes then visit their pages in order), and their ``span_lines``, ``traces``
+and ``payloads`` rows go in with multi-row INSERT statements. The writer checkpoints the WAL every 4,000 pages (a
+page several batches changed is copied once). The exporter may hand lines in already compressed
+(:meth:`LocalStore.encode_lines`); they are appended as they are.
+
 Failures are counted on the store (:attr:`LocalStore.failed_batches`, :attr:`LocalStore.failed_spans`); the
 exporter reports them through :meth:`LocalStore.report_write_failure`, once per cause, naming it ("disk full",
 "store is read-only" or the error itself) and the store path, and once more, with the counts, when writing
@@ -44,6 +50,7 @@ except ImportError:  # pragma: no cover - Windows has no resource module
     resource = None  # type: ignore[assignment]
 
 _SEGMENT_MAX_BYTES = 64 * 1024 * 1024
+_CHECKPOINT_PAGES: Final = 4000  # WAL pages between two automatic checkpoints (the default is 1000)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS traces (
@@ -104,6 +111,33 @@ ON CONFLICT(trace_id) DO UPDATE SET
 """
 
 
+# Rows go in with multi-row INSERTs of up to _ROWS_PER_INSERT rows (at most 64 * 14 = 896 parameters: within the
+# 999 of SQLite builds before 3.32): one step of the statement, one release of the interpreter lock, per 64 rows.
+_ROWS_PER_INSERT: Final = 64
+_LINES = ("INSERT INTO span_lines(trace_id, segment, offset, length) VALUES ", 4, "")
+_TRACES = (
+    _UPSERT_TRACE[: _UPSERT_TRACE.index("VALUES")] + "VALUES ",
+    14,
+    _UPSERT_TRACE[_UPSERT_TRACE.index("ON CONFLICT") :],
+)
+_PAYLOADS = ("INSERT OR IGNORE INTO payloads(hash, size, data) VALUES ", 3, "")
+_statements: dict[tuple[str, int], str] = {}
+
+
+def _insert(db: sqlite3.Connection, table: tuple[str, int, str], rows: list[tuple[Any, ...]]) -> None:
+    """Insert ``rows`` (tuples of ``table``'s width) in order, with as few statements as the sizes allow."""
+    head, width, tail = table
+    at = 0
+    while at < len(rows):
+        count = min(_ROWS_PER_INSERT, 1 << ((len(rows) - at).bit_length() - 1))  # 64, 32, ... 1: few statements
+        sql = _statements.get((head, count))
+        if sql is None:
+            marks = "(" + ",".join("?" * width) + ")"
+            sql = _statements[(head, count)] = head + ",".join([marks] * count) + " " + tail
+        db.execute(sql, [value for row in rows[at : at + count] for value in row])
+        at += count
+
+
 _FALSE = frozenset({"0", "false", "no", "off"})
 
 
@@ -112,7 +146,7 @@ class TraceRecord:
     """What the exporter hands the store for one trace in one export batch (internal)."""
 
     trace_id: str
-    line: bytes
+    line: bytes  # the OTLP/JSON line, or the zstd frame LocalStore.encode_lines made of it
     span_count: int
     error_count: int
     root: dict[str, Any] | None
@@ -167,6 +201,9 @@ class LocalStore(StoreReader):
     def _prepare(self, db: sqlite3.Connection) -> None:
         db.execute("PRAGMA journal_mode=WAL")
         db.execute(f"PRAGMA synchronous={'FULL' if self.durable else 'NORMAL'}")
+        # Every trace adds an entry at a random place of two indexes by trace id, so each batch changes pages all
+        # over them: fewer checkpoints copy a page that several batches changed once.
+        db.execute(f"PRAGMA wal_autocheckpoint={_CHECKPOINT_PAGES}")
         db.executescript(_SCHEMA)
         if not _has_replay_column(db):  # an index written before replays were told apart
             db.execute("BEGIN IMMEDIATE")  # another writer upgrading it at the same time waits, then finds it done
@@ -233,6 +270,20 @@ class LocalStore(StoreReader):
 
     # ------------------------------------------------------------------------------------ writes
 
+    def encode_lines(self, lines: list[bytes]) -> list[bytes]:
+        """``lines`` (OTLP/JSON span lines) as the store writes them, once it has its compression dictionary: zstd
+        frames. Until then, and when compression is off or fails, the lines themselves (:meth:`write_batch` then
+        encodes them, and counts a failure).
+
+        A :class:`TraceRecord` carries its line in either form; encoding lines as they are made keeps the raw lines
+        of a whole export batch from piling up in memory.
+        """
+        with self._lock:
+            try:
+                return self._compressor().encode(lines)
+            except Exception:  # write_batch compresses them again: a failure is reported and counted there
+                return lines
+
     def write_batch(self, records: Iterable[TraceRecord], payloads: Iterable[tuple[str, bytes]] = ()) -> None:
         """Append span lines and payloads, then index them in one transaction; all of it or nothing.
 
@@ -265,30 +316,31 @@ class LocalStore(StoreReader):
         appended_at: int | None = None
         committing = False
         try:
-            rows = []
+            rows: list[tuple[str, str, int, int]] = []
             if records:
+                # In trace id order (stable: the lines of one trace keep theirs): the inserts into the indexes by
+                # trace id then visit each index page once per batch, in order.
+                records.sort(key=_trace_id)
                 fd = self._segment()
                 # The real end of file: bytes a crash left behind are skipped, never indexed.
                 offset = appended_at = os.fstat(fd).st_size
-                chunks = []
-                compress = self._compressor().line
-                for rec in records:
-                    stored = compress(rec.line)
-                    rows.append((rec.trace_id, self._segment_rel, offset, len(stored)))
-                    chunks.append(stored)
-                    chunks.append(b"\n")
-                    offset += len(stored) + 1
-                _write_all(fd, b"".join(chunks))
+                segment = self._segment_rel
+                frames = self._compressor().lines([rec.line for rec in records])  # those not encoded yet
+                for rec, frame in zip(records, frames):  # noqa: B905 - one frame per line
+                    size = len(frame)
+                    rows.append((rec.trace_id, segment, offset, size))
+                    offset += size + 1
+                frames.append(b"")
+                _write_all(fd, b"\n".join(frames))
                 if self.durable:
                     os.fsync(fd)
                 self._segment_size = offset
             now = time.time_ns()
-            db.executemany("INSERT INTO span_lines(trace_id, segment, offset, length) VALUES (?,?,?,?)", rows)
-            db.executemany(_UPSERT_TRACE, [self._trace_row(rec, now) for rec in records])
-            db.executemany(
-                "INSERT OR IGNORE INTO payloads(hash, size, data) VALUES (?,?,?)",
-                [(h, len(data), self._compressor().payload(data)) for h, data in payloads],
-            )
+            _insert(db, _LINES, rows)
+            _insert(db, _TRACES, [_trace_row(rec, now) for rec in records])
+            if payloads:
+                stored_payload = self._compressor().payload
+                _insert(db, _PAYLOADS, [(h, len(data), stored_payload(data)) for h, data in payloads])
             committing = True
             db.execute("COMMIT")
         except BaseException as exc:
@@ -389,27 +441,6 @@ class LocalStore(StoreReader):
             cause,
         )
 
-    @staticmethod
-    def _trace_row(rec: TraceRecord, now: int) -> tuple[Any, ...]:
-        root = rec.root or {}
-        name, kind, start = rec.outer_boundary or (None, None, None)
-        return (
-            rec.trace_id,
-            root.get("span_id"),
-            root.get("name"),
-            root.get("start_ns"),
-            root.get("end_ns"),
-            root.get("status"),
-            name,
-            kind,
-            start,
-            rec.service,
-            rec.span_count,
-            rec.error_count,
-            now,
-            rec.replay_of,
-        )
-
     def put_payload(self, digest: str, data: bytes) -> None:
         """Store ``data`` under ``digest`` (``sha256:<hex>``); a no-op when it is already there.
 
@@ -464,6 +495,50 @@ _SQLITE_IOERR: Final = 10
 _SQLITE_FULL: Final = 13
 _SQLITE_IOERR_WRITE: Final = 3 << 8 | _SQLITE_IOERR
 _NOT_STORE_FAULTS: Final = (sqlite3.ProgrammingError, sqlite3.IntegrityError, sqlite3.DataError)
+
+
+def _trace_id(rec: TraceRecord) -> str:
+    return rec.trace_id
+
+
+def _trace_row(rec: TraceRecord, now: int) -> tuple[Any, ...]:
+    """The values of :data:`_UPSERT_TRACE` for ``rec``."""
+    root = rec.root
+    outer = rec.outer_boundary
+    name, kind, start = outer if outer is not None else (None, None, None)
+    if root is None:
+        return (
+            rec.trace_id,
+            None,
+            None,
+            None,
+            None,
+            None,
+            name,
+            kind,
+            start,
+            rec.service,
+            rec.span_count,
+            rec.error_count,
+            now,
+            rec.replay_of,
+        )
+    return (
+        rec.trace_id,
+        root.get("span_id"),
+        root.get("name"),
+        root.get("start_ns"),
+        root.get("end_ns"),
+        root.get("status"),
+        name,
+        kind,
+        start,
+        rec.service,
+        rec.span_count,
+        rec.error_count,
+        now,
+        rec.replay_of,
+    )
 
 
 def _write_all(fd: int, data: bytes) -> None:
