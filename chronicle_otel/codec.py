@@ -621,13 +621,8 @@ def encode(value: Any, *, redact: KeyFilter | Redactor | None = None, secrets: l
             key names; redacted values become :data:`REDACTED`.
         secrets: a list that receives the text forms of the values redacted by key name.
     """
-    if redact is None:
-        return _encoded(value, None, secrets)
-    if isinstance(redact, PatternRedactor):  # the default: one scan of the encoded bytes
-        return redact.redact_json(_encoded(value, redact.key_predicate, secrets))
-    key, redactor = resolve(redact)
-    data = _encoded(value, key, secrets)
-    return data if redactor is None else redact_encoded(data, redactor)
+    data, scan = encode_unscanned(value, redact=redact, secrets=secrets)
+    return data if scan is None else scan(data)
 
 
 def encode_unscanned(
@@ -641,10 +636,10 @@ def encode_unscanned(
     """
     if redact is None:
         return _encoded(value, None, secrets), None
-    if isinstance(redact, PatternRedactor):
+    if isinstance(redact, PatternRedactor):  # the default: one scan of the encoded bytes
         return _encoded(value, redact.key_predicate, secrets), redact.redact_json
-    key, _ = resolve(redact)
-    return _encoded(value, key, secrets), value_scan(redact)
+    key, redactor = resolve(redact)
+    return _encoded(value, key, secrets), _scan_of(redactor)
 
 
 def value_scan(redact: KeyFilter | Redactor | None) -> Callable[[bytes], bytes] | None:
@@ -653,13 +648,15 @@ def value_scan(redact: KeyFilter | Redactor | None) -> Callable[[bytes], bytes] 
         return None
     if isinstance(redact, PatternRedactor):
         return redact.redact_json
-    _, redactor = resolve(redact)
+    return _scan_of(resolve(redact)[1])
+
+
+def _scan_of(redactor: Redactor | None) -> Callable[[bytes], bytes] | None:
     if redactor is None:
         return None
-    values = redactor
 
     def scan(data: bytes) -> bytes:
-        return redact_encoded(data, values)
+        return redact_encoded(data, redactor)
 
     return scan
 

@@ -542,19 +542,9 @@ def _plain_span(
     elif not (type(kind) is int and 0 <= kind <= 5):
         return None
     start = get("startTimeUnixNano")
-    if start is None:
-        start = get("start_time_unix_nano")
-    if type(start) is str and 0 < len(start) <= 19 and start.isdigit() and start.isascii():
-        start_ns: int | None = int(start)
-    else:
-        start_ns = _plain_uint(start)
+    start_ns = _plain_uint(start if start is not None else get("start_time_unix_nano"))
     end = get("endTimeUnixNano")
-    if end is None:
-        end = get("end_time_unix_nano")
-    if type(end) is str and 0 < len(end) <= 19 and end.isdigit() and end.isascii():
-        end_ns: int | None = int(end)
-    else:
-        end_ns = _plain_uint(end)
+    end_ns = _plain_uint(end if end is not None else get("end_time_unix_nano"))
     flags = get("flags")
     if flags is None:
         flags = 0

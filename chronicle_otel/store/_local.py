@@ -506,30 +506,14 @@ def _trace_row(rec: TraceRecord, now: int) -> tuple[Any, ...]:
     root = rec.root
     outer = rec.outer_boundary
     name, kind, start = outer if outer is not None else (None, None, None)
-    if root is None:
-        return (
-            rec.trace_id,
-            None,
-            None,
-            None,
-            None,
-            None,
-            name,
-            kind,
-            start,
-            rec.service,
-            rec.span_count,
-            rec.error_count,
-            now,
-            rec.replay_of,
-        )
+    head = (
+        (None, None, None, None, None)
+        if root is None
+        else (root.get("span_id"), root.get("name"), root.get("start_ns"), root.get("end_ns"), root.get("status"))
+    )
     return (
         rec.trace_id,
-        root.get("span_id"),
-        root.get("name"),
-        root.get("start_ns"),
-        root.get("end_ns"),
-        root.get("status"),
+        *head,
         name,
         kind,
         start,
