@@ -106,6 +106,10 @@ class StoreOptions:
     counted (:meth:`ChronicleConfig.stats`). The OTLP exporter chronicle adds always drops: a slow or dead collector
     never holds the application up. Default:
     ``$CHRONICLE_QUEUE_ON_FULL``, else ``block``."""
+    compress: bool | None = None
+    """Write span lines and payloads as zstd frames (span lines with a dictionary the store trains on its first
+    lines), or as plain JSON lines (``False``: readable with ``grep``, no dictionary to train; a replay's temporary
+    store is written so). A store holds both kinds alike. Default: ``$CHRONICLE_STORE_COMPRESS``, else ``True``."""
 
 
 @dataclass(frozen=True)
@@ -695,7 +699,7 @@ def isolated(store: str | os.PathLike[str] | None = None) -> Iterator[Path]:
                     reuse=None,
                     use_global=False,
                     service_name=settings.service_name,
-                    store=p.resolve_store(StoreOptions(path=path, processor="batch", durable=False)),
+                    store=p.resolve_store(StoreOptions(path=path, processor="batch", durable=False, compress=False)),
                     otlp=False,
                 )
                 pipeline.start()

@@ -216,7 +216,8 @@ CHRONICLE_STORE_COMPRESS: Final = "CHRONICLE_STORE_COMPRESS"
 
 Whether the local store writes span lines and payloads as zstd frames (span lines with a dictionary the store trains
 on its first lines): ``true`` (the default) or ``false`` (plain JSON lines, readable with ``grep``). A store holds
-both kinds alike; readers need ``zstandard`` installed for compressed data.
+both kinds alike; readers need ``zstandard`` installed for compressed data. ``StoreOptions(compress=...)`` takes
+precedence.
 """
 
 CHRONICLE_STORE_KEEP: Final = "CHRONICLE_STORE_KEEP"

@@ -237,13 +237,17 @@ def span_dict(span: ReadableSpan, attrs: Mapping[str, Any] | None = None) -> dic
 
 
 def _plain_sdk_span(span: ReadableSpan, attrs: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """:func:`_span_json` of a plain SDK span (no events, links, trace state or dropped attributes), or None.
+    """:func:`_span_json` of a plain SDK span (no events, trace state or dropped attributes; links without attributes
+    or trace state, as a replay's spans carry), or None.
 
     Most spans are plain; this builds the same dict with a few dict literals instead of one call with every field.
     The properties behind ``events`` and ``links`` copy under a lock, so their private lists are looked at instead
     (``ReadableSpan`` sets both in its constructor).
     """
-    if span._events or span._links:
+    if span._events:
+        return None
+    encoded_links = _plain_links(span._links) if span._links else None
+    if span._links and encoded_links is None:
         return None
     ctx = span.get_span_context()
     if ctx is None or span.dropped_attributes:
@@ -278,7 +282,29 @@ def _plain_sdk_span(span: ReadableSpan, attrs: Mapping[str, Any] | None) -> dict
     out["endTimeUnixNano"] = end
     if encoded:
         out["attributes"] = encoded
+    if encoded_links:
+        out["links"] = encoded_links
     out["status"] = encoded_status
+    return out
+
+
+def _plain_links(links: Sequence[Any]) -> list[dict[str, Any]] | None:
+    """The OTLP/JSON links of :func:`_span_json` when none has attributes or trace state and none was dropped."""
+    if getattr(links, "dropped", 0):
+        return None
+    out = []
+    for link in links:
+        ctx = link.context
+        trace_state = ctx.trace_state
+        if link.attributes or (trace_state is not DEFAULT_TRACE_STATE and trace_state):
+            return None
+        out.append(
+            {
+                "traceId": "%032x" % ctx.trace_id,  # noqa: UP031
+                "spanId": "%016x" % ctx.span_id,  # noqa: UP031
+                "flags": _FLAG_HAS_IS_REMOTE | _FLAG_IS_REMOTE if ctx.is_remote else _FLAG_HAS_IS_REMOTE,
+            }
+        )
     return out
 
 

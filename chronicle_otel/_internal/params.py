@@ -321,6 +321,10 @@ STORE_KEEP: Final = Param[str](
     one_of("boundaries", "all"),
 )
 
+STORE_COMPRESS: Final = Param[bool](
+    "StoreOptions.compress", (env.CHRONICLE_STORE_COMPRESS,), True, parse_bool, check_bool
+)
+
 STORE_MAX_DELAY: Final = Param[float](
     "StoreOptions.max_delay", (env.CHRONICLE_STORE_MAX_DELAY,), 0.5, parse_float, positive_seconds
 )
@@ -397,6 +401,7 @@ PARAMS: Final[tuple[Param[Any], ...]] = (
     STORE_BUFFER_BYTES,
     STORE_MAX_QUEUE_SIZE,
     STORE_KEEP,
+    STORE_COMPRESS,
     STORE_MAX_DELAY,
     QUEUE_ON_FULL,
     EXIT_TIMEOUT,
@@ -519,6 +524,8 @@ class StoreFields(Protocol):
     def max_delay(self) -> float | None: ...
     @property
     def on_full(self) -> str | None: ...
+    @property
+    def compress(self) -> bool | None: ...
 
 
 @dataclass(frozen=True)
@@ -546,6 +553,7 @@ class StoreSettings:
     keep: Literal["boundaries", "all"] = "boundaries"
     max_delay: float = 0.5
     on_full: Literal["block", "drop"] = "block"
+    compress: bool = True
 
 
 class PayloadFields(Protocol):
@@ -692,4 +700,5 @@ def resolve_store(options: StoreFields, *, environ: Mapping[str, str] | None = N
         keep="all" if resolve(STORE_KEEP, options.keep, environ=environ) == "all" else "boundaries",
         max_delay=resolve(STORE_MAX_DELAY, options.max_delay, environ=environ),
         on_full="drop" if resolve(QUEUE_ON_FULL, options.on_full, environ=environ) == "drop" else "block",
+        compress=resolve(STORE_COMPRESS, options.compress, environ=environ),
     )

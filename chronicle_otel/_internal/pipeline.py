@@ -146,7 +146,7 @@ class Pipeline:
         processors: list[SpanProcessor] = []
         exporter = local_store = buffer = None
         if store is not None:
-            local_store = LocalStore(store.path, durable=store.durable)
+            local_store = LocalStore(store.path, durable=store.durable, compress=store.compress)
             buffer = PayloadBuffer(store.buffer_bytes)
             exporter = ChronicleExporter(local_store, payload_buffer=buffer, keep=store.keep)
             processors.append(

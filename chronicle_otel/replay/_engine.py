@@ -23,6 +23,7 @@ from opentelemetry.trace import Link, SpanContext, TraceFlags
 
 from .. import semconv
 from .._internal import hooks, netguard
+from .._internal.gc_pause import survivors_set_aside
 from .._internal.hooks import BoundarySpec, ReplayExtra
 from .._internal.streams import AsyncStreamDriver, StreamDriver
 from .._session import current_session
@@ -96,6 +97,7 @@ class ReplayRun:
         self._tokens: list[contextvars.Token[Any]] = []
         self._isolation: contextlib.AbstractContextManager[Path] | None = None
         self._replay_store: Path | None = None
+        self._set_aside: contextlib.AbstractContextManager[None] | None = None
 
     # ------------------------------------------------------------------ activation
 
@@ -127,6 +129,8 @@ class ReplayRun:
                 self._guard.__enter__()
             self._thread = threading.get_ident()
             hooks.activate(self)
+            self._set_aside = survivors_set_aside()  # the loaded trace is not walked by every full collection
+            self._set_aside.__enter__()
         self._tokens.append(hooks.REPLAY.set(self))
         return self
 
@@ -137,6 +141,9 @@ class ReplayRun:
         if self._tokens:
             return
         hooks.deactivate(self)
+        if self._set_aside is not None:
+            set_aside, self._set_aside = self._set_aside, None
+            set_aside.__exit__(None, None, None)
         if self._guard is not None:
             guard, self._guard = self._guard, None
             guard.__exit__(None, None, None)

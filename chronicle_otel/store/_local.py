@@ -163,6 +163,8 @@ class LocalStore(StoreReader):
         durable: fsync span segments and use SQLite ``synchronous=FULL`` so a committed batch
             survives a power loss; ``False`` trades that for speed (a process crash still loses nothing
             that was written).
+        compress: write span lines and payloads as zstd frames (``True``) or plain (``False``); default
+            ``$CHRONICLE_STORE_COMPRESS``, else ``True``.
 
     Attributes:
         failed_batches: calls of :meth:`write_batch` (export batches) that failed; their spans are not stored.
@@ -176,9 +178,12 @@ class LocalStore(StoreReader):
         spans = store.read_spans(t.trace_id)
     """
 
-    def __init__(self, path: str | os.PathLike[str] | None = None, *, durable: bool = True) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str] | None = None, *, durable: bool = True, compress: bool | None = None
+    ) -> None:
         super().__init__(path)
         self.durable = durable
+        self.compress = compress
         self.failed_batches = 0
         self.failed_spans = 0
         self._fd: int | None = None  # the open segment, unbuffered: a failed write leaves nothing pending
@@ -218,10 +223,12 @@ class LocalStore(StoreReader):
                 raise
 
     def _compressor(self) -> LineCompressor:
-        """How lines and payloads are stored: zstd frames (see :mod:`._compression`), unless
-        ``$CHRONICLE_STORE_COMPRESS`` is false."""
+        """How lines and payloads are stored: zstd frames (see :mod:`._compression`), unless ``compress`` (else
+        ``$CHRONICLE_STORE_COMPRESS``) is false."""
         if self._compression is None:
-            enabled = os.environ.get(env.CHRONICLE_STORE_COMPRESS, "true").strip().lower() not in _FALSE
+            enabled = self.compress
+            if enabled is None:
+                enabled = os.environ.get(env.CHRONICLE_STORE_COMPRESS, "true").strip().lower() not in _FALSE
             self._compression = LineCompressor(self.path, enabled=enabled)
         return self._compression
 

@@ -103,6 +103,7 @@ def test_every_parameter_has_a_unique_name_and_documented_variables() -> None:
         env.CHRONICLE_REDACT_VALUES,
         env.CHRONICLE_SESSION,
         env.CHRONICLE_STORE_KEEP,
+        env.CHRONICLE_STORE_COMPRESS,
     }
     for param in p.PARAMS:
         assert (param.parse is None) == (param.env == ()), param.name

@@ -57,6 +57,12 @@ def _spans(**limits: Any) -> list[ReadableSpan]:
         span.add_event("evt", {"n": 3, "list": [1, 2]})
     with tracer.start_as_current_span("links", links=[Link(span.get_span_context(), {"l": 1})]):
         pass
+    remote_link = SpanContext(0xABC, 0xDEF, is_remote=True, trace_flags=TraceFlags(1))
+    with tracer.start_as_current_span("plain links", links=[Link(span.get_span_context()), Link(remote_link)]):
+        pass
+    stated_link = SpanContext(0xABC, 0xDEF, is_remote=False, trace_state=TraceState([("k", "v")]))
+    with tracer.start_as_current_span("link with trace state", links=[Link(stated_link)]):
+        pass
     remote = SpanContext(0x1234, 0x5678, is_remote=True, trace_flags=TraceFlags(1))
     with tracer.start_as_current_span("remote child", context=set_span_in_context(NonRecordingSpan(remote))):
         pass
@@ -81,7 +87,7 @@ def _general(spans: list[ReadableSpan]) -> bytes:
         otlp_json._plain_sdk_span = original
 
 
-@pytest.mark.parametrize("limits", [{}, {"max_span_attributes": 2, "max_span_attribute_length": 3}])
+@pytest.mark.parametrize("limits", [{}, {"max_span_attributes": 2, "max_span_attribute_length": 3}, {"max_links": 1}])
 def test_every_span_encodes_as_the_general_encoder_does(limits: dict[str, Any]) -> None:
     spans = _spans(**limits)
     assert len(spans) > 2 * len(ATTRIBUTES) * len(SpanKind)
@@ -96,8 +102,8 @@ def test_every_span_encodes_as_the_general_encoder_does(limits: dict[str, Any]) 
 def test_the_fast_path_handles_the_plain_spans() -> None:
     spans = _spans()
     plain = [s for s in spans if otlp_json._plain_sdk_span(s, None) is not None]
-    assert {s.name for s in plain} >= {"root", "child", "remote child", "error without message"}
-    assert not any(s.name in ("events", "links", "with trace state") for s in plain)
+    assert {s.name for s in plain} >= {"root", "child", "remote child", "error without message", "plain links"}
+    assert not any(s.name in ("events", "links", "with trace state", "link with trace state") for s in plain)
     for span in plain:
         assert orjson.dumps(span_dict(span)) == orjson.dumps(
             orjson.loads(_general([span]))["resourceSpans"][0]["scopeSpans"][0]["spans"][0]

@@ -97,6 +97,43 @@ def test_plain_and_compressed_lines_share_a_store(tmp_path: Path, monkeypatch: p
     assert quantities == [1, 2]
 
 
+def test_the_store_option_decides_over_the_variable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CHRONICLE_STORE_COMPRESS", "true")
+    options = chronicle.StoreOptions(path=tmp_path / "plain", processor="simple", durable=False, compress=False)
+    recorder = make_recorder(tmp_path, store=options)
+    agent("plain", 1)
+    recorder.config.shutdown()
+    assert [p.read_bytes()[:4] for p in _segments(tmp_path / "plain")] == [b'{"re']
+    assert not (tmp_path / "plain" / "payloads").exists() or not any(
+        p.read_bytes().startswith(MAGIC) for p in (tmp_path / "plain" / "payloads").rglob("*") if p.is_file()
+    )
+
+    monkeypatch.setenv("CHRONICLE_STORE_COMPRESS", "false")
+    options = chronicle.StoreOptions(path=tmp_path / "zstd", processor="simple", durable=False, compress=True)
+    recorder = make_recorder(tmp_path, store=options)
+    agent("compressed", 2)
+    recorder.config.shutdown()
+    assert [p.read_bytes()[:4] for p in _segments(tmp_path / "zstd")] == [MAGIC]
+
+    monkeypatch.setenv("CHRONICLE_STORE_COMPRESS", "maybe")
+    with pytest.raises(chronicle.ConfigError, match="CHRONICLE_STORE_COMPRESS"):
+        make_recorder(tmp_path, store=chronicle.StoreOptions(path=tmp_path / "bad"))
+
+
+def test_a_replay_writes_its_temporary_store_plain(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CHRONICLE_STORE_COMPRESS", "true")
+    recorder = make_recorder(tmp_path)
+    agent("sell", 3)
+    recorder.config.force_flush()
+    trace = chronicle.load_trace(recorder.path, "latest")
+    with chronicle.replay(trace, stub={"kind:llm"}) as run:
+        assert run.rerun() == trace.root.output  # type: ignore[union-attr]
+        sandbox = run.replay_store
+        assert sandbox is not None
+        assert [p.read_bytes()[:4] for p in _segments(sandbox)] == [b'{"re']
+        assert not (sandbox / "dicts").exists()
+
+
 @pytest.mark.parametrize(
     ("frame", "message"),
     [
