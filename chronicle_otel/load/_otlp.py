@@ -371,7 +371,7 @@ def _span(raw: Mapping[str, Any], resource: Mapping[str, Any], scope: str, at: W
         events.append(
             {
                 "name": at.scalar_text(e.get("name"), f"events[{i}].name"),
-                "time_ns": at.integer(_get(e, "timeUnixNano", "time_unix_nano"), f"events[{i}].timeUnixNano"),
+                "time_ns": at.integer(_get(e, "timeUnixNano", "time_unix_nano"), f"events[{i}].timeUnixNano", low=0),
                 "attributes": attributes(e.get("attributes"), at, f"events[{i}].attributes"),
             }
         )
@@ -398,8 +398,9 @@ def _span(raw: Mapping[str, Any], resource: Mapping[str, Any], scope: str, at: W
         ),
         name=at.scalar_text(raw.get("name"), "name"),
         kind=_kind(raw.get("kind"), at),
-        start_ns=at.integer(_get(raw, "startTimeUnixNano", "start_time_unix_nano"), "startTimeUnixNano"),
-        end_ns=at.integer(_get(raw, "endTimeUnixNano", "end_time_unix_nano"), "endTimeUnixNano"),
+        # fixed64 in the protocol: a negative time is as malformed as a word
+        start_ns=at.integer(_get(raw, "startTimeUnixNano", "start_time_unix_nano"), "startTimeUnixNano", low=0),
+        end_ns=at.integer(_get(raw, "endTimeUnixNano", "end_time_unix_nano"), "endTimeUnixNano", low=0),
         attributes=attributes(raw.get("attributes"), at),
         status=status,
         status_message=message,
