@@ -621,7 +621,7 @@ def configure(
         if isolation is not None:  # a replay runs: nothing leaves the process, nothing reaches the real store
             want_otlp = want_signals = False
             if store_settings is not None:
-                store_settings = replace(store_settings, path=isolation.store, processor="simple")
+                store_settings = replace(store_settings, path=isolation.store, processor="simple", compress=False)
             payload_settings = (None, replace(payload_settings[1], url="local"))
         previous = None if local else _DEFAULT.config
         # Reconfiguring keeps a provider chronicle created (it is the global one) unless you pass yours.

@@ -23,7 +23,7 @@ from opentelemetry.trace import Link, SpanContext, TraceFlags
 
 from .. import semconv
 from .._internal import hooks, netguard
-from .._internal.gc_pause import survivors_set_aside
+from .._internal.gc_pause import full_collections_spaced
 from .._internal.hooks import BoundarySpec, ReplayExtra
 from .._internal.streams import AsyncStreamDriver, StreamDriver
 from .._session import current_session
@@ -97,7 +97,7 @@ class ReplayRun:
         self._tokens: list[contextvars.Token[Any]] = []
         self._isolation: contextlib.AbstractContextManager[Path] | None = None
         self._replay_store: Path | None = None
-        self._set_aside: contextlib.AbstractContextManager[None] | None = None
+        self._spaced: contextlib.AbstractContextManager[None] | None = None
 
     # ------------------------------------------------------------------ activation
 
@@ -129,21 +129,25 @@ class ReplayRun:
                 self._guard.__enter__()
             self._thread = threading.get_ident()
             hooks.activate(self)
-            self._set_aside = survivors_set_aside()  # the loaded trace is not walked by every full collection
-            self._set_aside.__enter__()
+            self._spaced = full_collections_spaced()  # fewer walks over the loaded trace
+            self._spaced.__enter__()
         self._tokens.append(hooks.REPLAY.set(self))
         return self
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        hooks.REPLAY.reset(self._tokens.pop())
+        token = self._tokens.pop()
+        try:
+            hooks.REPLAY.reset(token)
+        except ValueError:  # left in another context than entered (an async fixture's teardown task): by value
+            hooks.REPLAY.set(None if token.old_value is contextvars.Token.MISSING else token.old_value)
         if self._tokens:
             return
         hooks.deactivate(self)
-        if self._set_aside is not None:
-            set_aside, self._set_aside = self._set_aside, None
-            set_aside.__exit__(None, None, None)
+        if self._spaced is not None:
+            spaced, self._spaced = self._spaced, None
+            spaced.__exit__(None, None, None)
         if self._guard is not None:
             guard, self._guard = self._guard, None
             guard.__exit__(None, None, None)

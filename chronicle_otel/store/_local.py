@@ -38,9 +38,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from .. import environment_variables as env
 from .._internal.digest import payload_digest
 from .._internal.errors import logger
+from .._internal.params import STORE_COMPRESS, resolve
 from ._compression import LineCompressor
 from .reader import INDEX, MANIFEST, STORE_FORMAT, StoreReader, _has_replay_column
 
@@ -138,9 +138,6 @@ def _insert(db: sqlite3.Connection, table: tuple[str, int, str], rows: list[tupl
         at += count
 
 
-_FALSE = frozenset({"0", "false", "no", "off"})
-
-
 @dataclass
 class TraceRecord:
     """What the exporter hands the store for one trace in one export batch (internal)."""
@@ -166,6 +163,9 @@ class LocalStore(StoreReader):
         compress: write span lines and payloads as zstd frames (``True``) or plain (``False``); default
             ``$CHRONICLE_STORE_COMPRESS``, else ``True``.
 
+    Raises:
+        ConfigError: ``$CHRONICLE_STORE_COMPRESS`` is set to something else than a boolean word.
+
     Attributes:
         failed_batches: calls of :meth:`write_batch` (export batches) that failed; their spans are not stored.
         failed_spans: spans in those batches.
@@ -183,7 +183,7 @@ class LocalStore(StoreReader):
     ) -> None:
         super().__init__(path)
         self.durable = durable
-        self.compress = compress
+        self.compress: bool = resolve(STORE_COMPRESS, compress)  # a bad $CHRONICLE_STORE_COMPRESS raises here
         self.failed_batches = 0
         self.failed_spans = 0
         self._fd: int | None = None  # the open segment, unbuffered: a failed write leaves nothing pending
@@ -223,13 +223,9 @@ class LocalStore(StoreReader):
                 raise
 
     def _compressor(self) -> LineCompressor:
-        """How lines and payloads are stored: zstd frames (see :mod:`._compression`), unless ``compress`` (else
-        ``$CHRONICLE_STORE_COMPRESS``) is false."""
+        """How lines and payloads are stored: zstd frames (see :mod:`._compression`), unless ``compress`` is false."""
         if self._compression is None:
-            enabled = self.compress
-            if enabled is None:
-                enabled = os.environ.get(env.CHRONICLE_STORE_COMPRESS, "true").strip().lower() not in _FALSE
-            self._compression = LineCompressor(self.path, enabled=enabled)
+            self._compression = LineCompressor(self.path, enabled=self.compress)
         return self._compression
 
     def _segment(self) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from types import MappingProxyType
 from typing import Any
 
 import orjson
@@ -64,8 +65,11 @@ def test_a_shed_span_reads_as_before() -> None:
         assert _view(span) == before, span.name
     by_name = {span.name: span for span in spans}
     assert by_name["plain"]._events == () and by_name["plain"]._links == ()
-    assert type(by_name["plain"]._attributes) is dict
-    assert type(by_name["too many attributes"]._attributes) is not dict  # its dropped count stays readable
+    assert type(by_name["plain"]._attributes) is MappingProxyType
+    with pytest.raises(TypeError):  # read-only, as the SDK's attributes of an ended span
+        by_name["plain"]._attributes["a"] = "changed"  # type: ignore[index]
+    assert by_name["plain"].attributes["a"] == "x"
+    assert type(by_name["too many attributes"]._attributes) is not MappingProxyType  # its dropped count stays
     assert by_name["too many attributes"].dropped_attributes == 2
     assert len(by_name["event"]._events) == 1 and by_name["dropped event"].dropped_events == 1
     assert by_name["dropped link"].dropped_links == 1

@@ -15,6 +15,7 @@ import chronicle_otel as chronicle
 from chronicle_otel.errors import StoreError
 from chronicle_otel.store import _compression
 from chronicle_otel.store._compression import MAGIC, inflate
+from chronicle_otel.store._local import LocalStore
 from chronicle_otel.store.reader import StoreReader
 from tests.conftest import make_recorder
 
@@ -120,18 +121,33 @@ def test_the_store_option_decides_over_the_variable(tmp_path: Path, monkeypatch:
         make_recorder(tmp_path, store=chronicle.StoreOptions(path=tmp_path / "bad"))
 
 
-def test_a_replay_writes_its_temporary_store_plain(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("configured_inside", [False, True], ids=["plain replay", "configure() during the replay"])
+def test_a_replay_writes_its_temporary_store_plain(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, configured_inside: bool
+) -> None:
     monkeypatch.setenv("CHRONICLE_STORE_COMPRESS", "true")
     recorder = make_recorder(tmp_path)
     agent("sell", 3)
     recorder.config.force_flush()
     trace = chronicle.load_trace(recorder.path, "latest")
     with chronicle.replay(trace, stub={"kind:llm"}) as run:
+        if configured_inside:  # a module the replayed code imports configures at import: sandboxed the same way
+            chronicle.configure(store=chronicle.StoreOptions(path=tmp_path / "theirs", compress=True))
         assert run.rerun() == trace.root.output  # type: ignore[union-attr]
         sandbox = run.replay_store
         assert sandbox is not None
         assert [p.read_bytes()[:4] for p in _segments(sandbox)] == [b'{"re']
         assert not (sandbox / "dicts").exists()
+    assert not (tmp_path / "theirs").exists()
+
+
+def test_a_store_opened_directly_refuses_a_bad_variable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CHRONICLE_STORE_COMPRESS", "fasle")
+    with pytest.raises(chronicle.ConfigError, match=r"CHRONICLE_STORE_COMPRESS.*fasle"):
+        LocalStore(tmp_path)
+    monkeypatch.setenv("CHRONICLE_STORE_COMPRESS", " OFF ")
+    assert LocalStore(tmp_path).compress is False
+    assert LocalStore(tmp_path, compress=True).compress is True
 
 
 @pytest.mark.parametrize(
