@@ -8,7 +8,8 @@ import asyncio
 import gc
 import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ import pytest
 
 import chronicle_otel as chronicle
 from chronicle_otel._internal import hooks
-from chronicle_otel._internal.gc_pause import FULL_COLLECTIONS_SPACED, full_collections_spaced
+from chronicle_otel._internal.gc_pause import FULL_COLLECTIONS_SPACED, full_collections_spaced, gc_paused
 from tests.conftest import make_recorder
 from tests.unit.replay.helpers import record
 
@@ -57,6 +58,7 @@ def _default_thresholds() -> Iterator[None]:
     gc.set_threshold(*DEFAULT)
     yield
     gc.set_threshold(*DEFAULT)
+    gc.enable()
 
 
 def test_a_replay_spaces_full_collections_and_puts_the_thresholds_back(tmp_path: Path) -> None:
@@ -81,23 +83,34 @@ def test_garbage_made_before_the_block_is_still_collected() -> None:
         gc.enable()
 
 
-def test_blocks_nest_and_overlap_across_threads() -> None:
+@pytest.mark.parametrize(
+    ("block", "changed", "unchanged"),
+    [
+        (full_collections_spaced, lambda: gc.get_threshold() == SPACED, lambda: gc.get_threshold() == DEFAULT),
+        (gc_paused, lambda: not gc.isenabled(), gc.isenabled),
+    ],
+    ids=["spaced while replaying", "paused while loading"],
+)
+def test_blocks_nest_and_overlap_across_threads(
+    block: Callable[[], AbstractContextManager[None]], changed: Callable[[], bool], unchanged: Callable[[], bool]
+) -> None:
+    """Both process-wide collector switches: the change holds until the last block, in any thread, ends."""
     inside = threading.Barrier(2)
 
     def hold() -> None:
-        with full_collections_spaced():
+        with block():
             inside.wait(timeout=5)
             inside.wait(timeout=5)
 
     worker = threading.Thread(target=hold)
     worker.start()
-    with full_collections_spaced(), full_collections_spaced():
+    with block(), block():
         inside.wait(timeout=5)
-        assert gc.get_threshold() == SPACED
-    assert gc.get_threshold() == SPACED  # the other thread is still inside
+        assert changed()
+    assert changed()  # the other thread is still inside
     inside.wait(timeout=5)
     worker.join(timeout=5)
-    assert gc.get_threshold() == DEFAULT
+    assert unchanged()
 
 
 def test_thresholds_set_meanwhile_are_kept_and_collection_off_is_left_alone() -> None:
