@@ -25,7 +25,11 @@ RECORDER = """
 import os, sys, time
 import chronicle_otel as chronicle
 
-chronicle.configure(store=chronicle.StoreOptions(path=os.environ["STORE"], max_delay=float(os.environ["MAX_DELAY"])))
+chronicle.configure(
+    store=chronicle.StoreOptions(
+        path=os.environ["STORE"], max_delay=float(os.environ["MAX_DELAY"]), max_queue_size=int(os.environ["QUEUE"])
+    )
+)
 
 @chronicle.boundary(kind="tool", name="work")
 def work(i: int) -> dict:
@@ -63,7 +67,10 @@ def test_kill_9_loses_only_the_last_moments(tmp_path: Path, capsys: pytest.Captu
     max_delay = 0.5
     proc = subprocess.Popen(
         [sys.executable, "-c", RECORDER],
-        env=_env(STORE=str(store), MAX_DELAY=str(max_delay)),
+        # A loop this tight outpaces the export thread: the queue fills, and then the loop waits for room. A queue of
+        # 4,096 spans (about a second of calls here) keeps that wait within the bound below even on a loaded machine;
+        # with the default 16,384 the store may trail by the queue's worth, a few seconds.
+        env=_env(STORE=str(store), MAX_DELAY=str(max_delay), QUEUE="4096"),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
