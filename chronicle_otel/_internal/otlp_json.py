@@ -246,9 +246,12 @@ def _plain_sdk_span(span: ReadableSpan, attrs: Mapping[str, Any] | None) -> dict
     """
     if span._events:
         return None
-    encoded_links = _plain_links(span._links) if span._links else None
-    if span._links and encoded_links is None:
-        return None
+    links = span._links
+    encoded_links = None
+    if links:
+        encoded_links = _plain_links(links)
+        if encoded_links is None:
+            return None
     ctx = span.get_span_context()
     if ctx is None or span.dropped_attributes:
         return None

@@ -208,8 +208,7 @@ class ChronicleExporter(SpanExporter):
                     items.append(entry)
         now = time.monotonic()
         self._expire(now - self.hold_seconds)
-        taker = self._taker()
-        take = taker if taker is not None else _take_nothing
+        take = self._taker() or _take_nothing
         payloads: Payloads = []
         records: list[TraceRecord] = []
         encoded = 0
@@ -220,8 +219,7 @@ class ChronicleExporter(SpanExporter):
                 for span, span_id, attrs in items:
                     written.append(span)
                     written_attrs.append(attrs)
-                    if taker is not None:
-                        payloads.extend(taker(span_id))
+                    payloads.extend(take(span_id))
                 records.append(self._record(trace_id, written, written_attrs))
                 if len(records) - encoded >= _ENCODE_LINES:
                     encoded = self._encode(records, encoded)

@@ -82,7 +82,7 @@ class LineCompressor:
 
     def lines(self, lines: list[bytes]) -> list[bytes]:
         """``lines`` as they are stored, in order; a line that is a zstd frame already is kept as it is."""
-        if self._with_dict is not None and len(lines) >= _MULTI_MIN and not lines[0].startswith(MAGIC):
+        if self._with_dict is not None:  # frames already made are kept there too
             return self._with_dictionary(lines)
         return [line if line.startswith(MAGIC) else self.line(line) for line in lines]
 
