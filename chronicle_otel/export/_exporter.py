@@ -24,6 +24,7 @@ from .._internal.buffer import PayloadBuffer
 from .._internal.errors import handle_internal_errors, warn_once
 from .._internal.otlp_json import export_line, plain_attributes
 from .._internal.params import STORE_KEEP, resolve
+from .._internal.recent import RecentMap
 from ..store import LocalStore, TraceRecord
 
 DEFAULT_HOLD_SPANS: Final = 20_000
@@ -55,13 +56,13 @@ class ChronicleExporter(SpanExporter):
     the same provider stay out. The spans of a trace arrive over several batches, in the order they end:
 
     * a trace is kept when one of its boundary spans arrives: it is written with the spans of it held so far,
-      and every later span of it is written directly (kept trace ids are remembered, least recently used
-      first out, up to 100,000);
+      and every later span of it is written directly (kept trace ids are remembered: the last 50,000 to
+      100,000 written);
     * a span of a trace not (yet) kept is held in memory, within ``hold_spans`` and ``hold_bytes``;
     * when a local root span (no parent, or a parent in another process) of such a trace ends, it and the
-      spans held below it are dropped: that request had no boundary. Their ids are remembered (up to 100,000),
-      so the spans below them that end later (detached tasks) are dropped as they arrive; a later request of
-      the same distributed trace is decided afresh;
+      spans held below it are dropped: that request had no boundary. Their ids are remembered (the last 50,000
+      to 100,000 span ids), so the spans below them that end later (detached tasks) are dropped as they arrive; a
+      later request of the same distributed trace is decided afresh;
     * when the holding area is full the oldest held trace is dropped, and a span held longer than
       ``hold_seconds`` is dropped; both are counted, and if their trace then turns out to have a boundary
       they are counted as lost and one warning says so.
@@ -124,10 +125,10 @@ class ChronicleExporter(SpanExporter):
         self._held: OrderedDict[int, _Held] = OrderedDict()  # by trace id, oldest first
         self._held_count = 0
         self._held_size = 0
-        self._kept: OrderedDict[int, None] = OrderedDict()
-        self._dropped: OrderedDict[int, set[int]] = OrderedDict()  # span ids of dropped parts, by trace id
-        self._dropped_ids = 0
-        self._evicted: OrderedDict[int, int] = OrderedDict()  # spans evicted or expired, by trace id
+        # bounded memories of traces, in generations (flat resident memory; see _internal/recent.py)
+        self._kept: RecentMap[int, bool] = RecentMap(_KEPT_TRACES)
+        self._dropped: RecentMap[int, set[int]] = RecentMap(_DROPPED_SPAN_IDS, len)  # span ids of dropped parts
+        self._evicted: RecentMap[int, int] = RecentMap(_EVICTED_TRACES)  # spans evicted or expired, by trace id
         self._lock = threading.Lock()
         self._shutdown = False
 
@@ -255,15 +256,10 @@ class ChronicleExporter(SpanExporter):
     def _release(self, trace_id: int, payloads: Payloads) -> tuple[list[ReadableSpan], list[Attributes]]:
         """Mark the trace kept; its held spans (to write), their attributes, and their payloads."""
         kept = self._kept
-        if trace_id in kept:
-            kept.move_to_end(trace_id)
-        else:
-            kept[trace_id] = None
-            if len(kept) > _KEPT_TRACES:
-                kept.popitem(last=False)
-            ids = self._dropped.pop(trace_id, None)
-            if ids is not None:
-                self._dropped_ids -= len(ids)
+        known = trace_id in kept
+        kept.put(trace_id, True)
+        if not known:
+            self._dropped.pop(trace_id)
             lost = self._evicted.pop(trace_id, 0)
             if lost:
                 self.lost_spans += lost
@@ -334,18 +330,7 @@ class ChronicleExporter(SpanExporter):
             if not held.spans:
                 del self._held[trace_id]
         self.filtered_spans += len(ids)
-        known = self._dropped.get(trace_id)
-        if known is None:
-            self._dropped[trace_id] = ids
-            self._dropped_ids += len(ids)
-        else:
-            before = len(known)
-            known |= ids
-            self._dropped_ids += len(known) - before
-            self._dropped.move_to_end(trace_id)
-        while self._dropped_ids > _DROPPED_SPAN_IDS and len(self._dropped) > 1:
-            _, old = self._dropped.popitem(last=False)
-            self._dropped_ids -= len(old)
+        self._dropped.update(trace_id, lambda known: ids if known is None else known | ids)
 
     def _expire(self, deadline: float) -> None:
         """Drop held traces that started waiting at or before ``deadline``."""
@@ -363,9 +348,7 @@ class ChronicleExporter(SpanExporter):
         count = len(held.spans)
         self._held_count -= count
         self._held_size -= held.size
-        self._evicted[trace_id] = self._evicted.pop(trace_id, 0) + count
-        if len(self._evicted) > _EVICTED_TRACES:
-            self._evicted.popitem(last=False)
+        self._evicted.update(trace_id, lambda spans: (spans or 0) + count)
 
     def _drop_held(self) -> None:
         """Drop every held span: their traces had no boundary up to now."""
