@@ -509,7 +509,13 @@ def _canonical(value: Any) -> bytes:
     return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
 
 
-def _native(value: Any, depth: int, key: KeyFilter | None, known: Mapping[str, bool] | None) -> bool:
+def _native(
+    value: Any,
+    depth: int,
+    key: KeyFilter | None,
+    known: Mapping[str, bool] | None,
+    safe: set[str] | frozenset[str] | None = None,
+) -> bool:
     """True when ``value`` (a dict or a list) encodes to itself.
 
     That is: JSON natives only (64-bit integers, finite floats, str keys), no key named ``$type``, no key ``key``
@@ -524,14 +530,17 @@ def _native(value: Any, depth: int, key: KeyFilter | None, known: Mapping[str, b
             return False
         values: Iterable[Any] = value.values()
         if key is not None:
-            for k in value:
-                if type(k) is not str:
-                    return False
-                hit = known.get(k) if known is not None else None
-                if hit is None:
-                    hit = key(k)
-                if hit:
-                    return False
+            # every key one the key filter already let through, in one C-level pass; a str subclass equal to one
+            # passes here, and orjson then refuses it (the walk decides)
+            if safe is None or not safe.issuperset(value):
+                for k in value:
+                    if type(k) is not str:
+                        return False
+                    hit = known.get(k) if known is not None else None
+                    if hit is None:
+                        hit = key(k)
+                    if hit:
+                        return False
         else:
             for k in value:
                 if type(k) is not str:
@@ -552,7 +561,7 @@ def _native(value: Any, depth: int, key: KeyFilter | None, known: Mapping[str, b
             if isfinite(v):
                 continue
             return False
-        if (t is dict or t is list) and _native(v, depth, key, known):
+        if (t is dict or t is list) and _native(v, depth, key, known, safe):
             continue
         return False
     return True
@@ -561,7 +570,7 @@ def _native(value: Any, depth: int, key: KeyFilter | None, known: Mapping[str, b
 def _encoded(value: Any, key: KeyFilter | None, secrets: list[str] | None) -> bytes:
     """The canonical bytes of ``value``, redacted by key name with ``key``: orjson alone when :func:`_native`."""
     t = type(value)
-    if (t is dict or t is list) and _native(value, 0, key, getattr(key, "known", None)):
+    if (t is dict or t is list) and _native(value, 0, key, getattr(key, "known", None), getattr(key, "safe", None)):
         try:
             return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
         except orjson.JSONEncodeError:

@@ -147,6 +147,7 @@ def key_filter(patterns: Iterable[str] = (DEFAULT_SECRET_PATTERN,)) -> KeyFilter
     """
     regexes = [re.compile(p) for p in patterns]
     cache: dict[str, bool] = {}
+    safe: set[str] = set()
 
     def matches(key: str) -> bool:
         hit = cache.get(key)
@@ -154,9 +155,12 @@ def key_filter(patterns: Iterable[str] = (DEFAULT_SECRET_PATTERN,)) -> KeyFilter
             hit = any(r.fullmatch(key) is not None for r in regexes)
             if len(cache) < 10_000:
                 cache[key] = hit
+                if not hit and type(key) is str:
+                    safe.add(key)
         return hit
 
     matches.known = cache  # type: ignore[attr-defined]  # the answers so far: the codec reads them inline
+    matches.safe = safe  # type: ignore[attr-defined]  # the keys found not secret, as a set (checked in one step)
     return matches
 
 

@@ -67,6 +67,44 @@ def test_the_fast_path_writes_the_walks_bytes(value: Any) -> None:
         assert secrets == walked_secrets
 
 
+class _Key(str):
+    """A str subclass: equal to (and hashing as) the plain key, which the key filter may have let through."""
+
+
+class _Color(str, enum.Enum):
+    ITEMS = "items"
+
+
+_SHARED = PatternRedactor()  # one key filter across examples: the keys it let through are then checked in one step
+_learned_keys = st.one_of(_keys, st.sampled_from([_Key("items"), _Key("token"), _Color.ITEMS, _Key("$type")]))
+_learned_values = st.recursive(
+    _scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=5), st.dictionaries(_learned_keys, inner, max_size=5)),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(_learned_keys, _learned_values, max_size=5))
+def test_the_fast_path_writes_the_walks_bytes_once_the_keys_are_known(value: Any) -> None:
+    _SHARED.redact_key("items")
+    _SHARED.redact_key("token")
+    for _ in range(2):  # the second time every key of the value is known to the filter
+        secrets: list[str] = []
+        walked_secrets: list[str] = []
+        assert encode(value, redact=_SHARED, secrets=secrets) == _walked(value, _SHARED, walked_secrets)
+        assert secrets == walked_secrets
+
+
+def test_a_key_equal_to_a_known_one_but_of_another_type_takes_the_walk() -> None:
+    redact = PatternRedactor()
+    assert encode({"items": 1}, redact=redact) == b'{"items":1}'
+    assert "items" in redact.key_predicate.safe  # type: ignore[attr-defined]
+    for odd in ({_Key("items"): 1}, {_Color.ITEMS: 1}):
+        assert encode(odd, redact=redact) == _walked(odd, redact)
+        assert encode(odd, redact=redact) != b'{"items":1}'
+
+
 @pytest.mark.parametrize(
     "value",
     [
