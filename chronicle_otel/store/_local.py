@@ -42,7 +42,7 @@ from .._internal.digest import payload_digest
 from .._internal.errors import logger
 from .._internal.params import STORE_COMPRESS, resolve
 from ._compression import LineCompressor
-from .reader import INDEX, MANIFEST, STORE_FORMAT, StoreReader, _has_replay_column
+from .reader import INDEX, MANIFEST, STORE_FORMAT, StoreReader, _has_replay_column, lines_by_ref, lines_of_trace
 
 try:
     import resource
@@ -50,11 +50,12 @@ except ImportError:  # pragma: no cover - Windows has no resource module
     resource = None  # type: ignore[assignment]
 
 _SEGMENT_MAX_BYTES = 64 * 1024 * 1024
+_FORMAT_V1: Final = "chronicle-store/1"
 _CHECKPOINT_PAGES: Final = 4000  # WAL pages between two automatic checkpoints (the default is 1000)
 
-_SCHEMA = """
+_TRACES_TABLE = """
 CREATE TABLE IF NOT EXISTS traces (
-    trace_id TEXT PRIMARY KEY,
+    {ref}trace_id TEXT {key},
     root_span_id TEXT,
     root_name TEXT,
     root_boundary TEXT,
@@ -70,19 +71,28 @@ CREATE TABLE IF NOT EXISTS traces (
     replay_of TEXT
 );
 CREATE INDEX IF NOT EXISTS traces_by_start ON traces(start_ns);
-CREATE TABLE IF NOT EXISTS span_lines (
-    trace_id TEXT NOT NULL,
-    segment TEXT NOT NULL,
-    offset INTEGER NOT NULL,
-    length INTEGER NOT NULL
-);
-CREATE INDEX IF NOT EXISTS span_lines_by_trace ON span_lines(trace_id);
 CREATE TABLE IF NOT EXISTS payloads (
     hash TEXT PRIMARY KEY,
     size INTEGER NOT NULL,
     data BLOB NOT NULL
 );
+CREATE TABLE IF NOT EXISTS span_lines (
+    trace_id TEXT NOT NULL,
+    segment TEXT NOT NULL,
+    offset INTEGER NOT NULL,
+    length INTEGER NOT NULL{trace_ref}
+);
 """
+# chronicle-store/2: a trace's lines are found by its traces row's ref, a number given in arrival order (an explicit
+# INTEGER PRIMARY KEY, which VACUUM keeps): the lines of new traces go in at the end of span_lines_by_ref. The
+# traces row is still found by trace id (UNIQUE), the one index that takes an entry at a random place per trace.
+_SCHEMA = _TRACES_TABLE.format(
+    ref="ref INTEGER PRIMARY KEY,\n    ", key="NOT NULL UNIQUE", trace_ref=",\n    trace_ref INTEGER"
+)
+_SCHEMA_V1 = _TRACES_TABLE.format(ref="", key="PRIMARY KEY", trace_ref="")  # chronicle-store/1
+_LINES_INDEX = "CREATE INDEX IF NOT EXISTS span_lines_by_ref ON span_lines(trace_ref)"
+_LINES_INDEX_V1 = "CREATE INDEX IF NOT EXISTS span_lines_by_trace ON span_lines(trace_id)"
+
 
 # One statement per trace and batch. In an UPDATE every right-hand side sees the row as it was.
 _NEW_ROOT = "excluded.root_span_id IS NOT NULL"
@@ -114,7 +124,9 @@ ON CONFLICT(trace_id) DO UPDATE SET
 # Rows go in with multi-row INSERTs of up to _ROWS_PER_INSERT rows (at most 64 * 14 = 896 parameters: within the
 # 999 of SQLite builds before 3.32): one step of the statement, one release of the interpreter lock, per 64 rows.
 _ROWS_PER_INSERT: Final = 64
-_LINES = ("INSERT INTO span_lines(trace_id, segment, offset, length) VALUES ", 4, "")
+_REFS_PER_QUERY: Final = 500  # trace ids per look-up of their refs: within the 999 parameters
+_LINES = ("INSERT INTO span_lines(trace_id, segment, offset, length, trace_ref) VALUES ", 5, "")
+_LINES_V1 = ("INSERT INTO span_lines(trace_id, segment, offset, length) VALUES ", 4, "")
 _TRACES = (
     _UPSERT_TRACE[: _UPSERT_TRACE.index("VALUES")] + "VALUES ",
     14,
@@ -122,6 +134,20 @@ _TRACES = (
 )
 _PAYLOADS = ("INSERT OR IGNORE INTO payloads(hash, size, data) VALUES ", 3, "")
 _statements: dict[tuple[str, int], str] = {}
+
+
+def _refs(db: sqlite3.Connection, trace_ids: list[str]) -> dict[str, int]:
+    """The ``ref`` of the traces rows of ``trace_ids`` (distinct, each upserted in this transaction)."""
+    refs: dict[str, int] = {}
+    for at in range(0, len(trace_ids), _REFS_PER_QUERY):
+        chunk = trace_ids[at : at + _REFS_PER_QUERY]
+        sql = _statements.get(("refs", len(chunk)))
+        if sql is None:
+            sql = _statements[("refs", len(chunk))] = (
+                f"SELECT trace_id, ref FROM traces WHERE trace_id IN ({','.join('?' * len(chunk))})"
+            )
+        refs.update(db.execute(sql, chunk).fetchall())
+    return refs
 
 
 def _insert(db: sqlite3.Connection, table: tuple[str, int, str], rows: list[tuple[Any, ...]]) -> None:
@@ -193,6 +219,7 @@ class LocalStore(StoreReader):
         self._warned: set[str] = set()  # causes of failures reported at WARNING level
         self._recoveries = 0
         self._compression: LineCompressor | None = None
+        self._by_ref = True  # span lines found by their trace's ref (chronicle-store/2); read from the index
         self._unreported: tuple[int, int, str] | None = None  # batches, spans, cause: failed since the last success
 
     # ------------------------------------------------------------------------------------ setup
@@ -209,7 +236,9 @@ class LocalStore(StoreReader):
         # Every trace adds an entry at a random place of two indexes by trace id, so each batch changes pages all
         # over them: fewer checkpoints copy a page that several batches changed once.
         db.execute(f"PRAGMA wal_autocheckpoint={_CHECKPOINT_PAGES}")
-        db.executescript(_SCHEMA)
+        db.executescript(_SCHEMA_V1 if self._format == _FORMAT_V1 else _SCHEMA)
+        self._by_ref = lines_by_ref(db)  # the table decides: an index made before its manifest said otherwise
+        db.execute(_LINES_INDEX if self._by_ref else _LINES_INDEX_V1)
         if not _has_replay_column(db):  # an index written before replays were told apart
             db.execute("BEGIN IMMEDIATE")  # another writer upgrading it at the same time waits, then finds it done
             try:
@@ -339,8 +368,13 @@ class LocalStore(StoreReader):
                     os.fsync(fd)
                 self._segment_size = offset
             now = time.time_ns()
-            _insert(db, _LINES, rows)
-            _insert(db, _TRACES, [_trace_row(rec, now) for rec in records])
+            if self._by_ref:  # the traces rows first: the lines name them by ref
+                _insert(db, _TRACES, [_trace_row(rec, now) for rec in records])
+                refs = _refs(db, [rec.trace_id for rec in records])
+                _insert(db, _LINES, [(*row, refs[row[0]]) for row in rows])
+            else:
+                _insert(db, _LINES_V1, rows)
+                _insert(db, _TRACES, [_trace_row(rec, now) for rec in records])
             if payloads:
                 stored_payload = self._compressor().payload
                 _insert(db, _PAYLOADS, [(h, len(data), stored_payload(data)) for h, data in payloads])
@@ -381,7 +415,7 @@ class LocalStore(StoreReader):
             if db is None:
                 return True
             found = db.execute(
-                "SELECT 1 FROM span_lines WHERE trace_id=? AND segment=? AND offset=?", row[:3]
+                f"SELECT 1 FROM span_lines WHERE {lines_of_trace(db)} AND segment=? AND offset=?", row[:3]
             ).fetchone()
         except (sqlite3.Error, OSError):
             return True

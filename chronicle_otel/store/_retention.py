@@ -79,7 +79,7 @@ from typing import Any, Final, Literal
 from ..errors import ConfigError, StoreError
 from ._compression import inflate
 from ._local import _SEGMENT_MAX_BYTES
-from .reader import INDEX, MANIFEST, MAX_LINE_BYTES, StoreReader, default_store_path
+from .reader import INDEX, MANIFEST, MAX_LINE_BYTES, StoreReader, default_store_path, lines_by_ref, lines_of_trace
 
 __all__ = ["RetentionPolicy", "RetentionReport", "apply_retention"]
 
@@ -614,10 +614,12 @@ class _Collector(StoreReader):
         db.executemany(insert, batch)
         if odd:
             c.warnings.append(f"{odd} trace index row(s) with unexpected values were left alone")
-        db.execute(
-            "UPDATE temp.plan SET bytes = (SELECT COALESCE(SUM(length), 0) FROM span_lines s "
-            "WHERE s.trace_id = plan.trace_id)"
+        of_plan = (  # the lines of the plan row's trace, through the index
+            "s.trace_ref = (SELECT t.ref FROM traces t WHERE t.trace_id = plan.trace_id)"
+            if lines_by_ref(db)
+            else "s.trace_id = plan.trace_id"
         )
+        db.execute(f"UPDATE temp.plan SET bytes = (SELECT COALESCE(SUM(length), 0) FROM span_lines s WHERE {of_plan})")
         c.lines_before = db.execute("SELECT COALESCE(SUM(length), 0) FROM span_lines").fetchone()[0]
         c.payload_bytes_before = db.execute("SELECT COALESCE(SUM(size), 0) FROM payloads").fetchone()[0]
 
@@ -800,6 +802,7 @@ class _Collector(StoreReader):
             with self._write() as w:
                 self._read_new_lines(w)
                 gone: list[tuple[str]] = []
+                of_trace = lines_of_trace(w)
                 for trace_id, updated_ns in chunk:
                     row = w.execute("SELECT updated_ns FROM traces WHERE trace_id = ?", (trace_id,)).fetchone()
                     if row is not None and row[0] == updated_ns:
@@ -808,12 +811,13 @@ class _Collector(StoreReader):
                     w.execute("UPDATE temp.plan SET verdict = ? WHERE trace_id = ?", (_PENDING, trace_id))
                     if self.sweep:  # its earlier lines were not read as a kept trace's
                         lines = w.execute(
-                            "SELECT trace_id, segment, offset, length FROM span_lines WHERE trace_id = ? "
+                            f"SELECT trace_id, segment, offset, length FROM span_lines WHERE {of_trace} "
                             "ORDER BY segment, offset",
                             (trace_id,),
                         )
                         self._keep_references(w, lines)
-                w.executemany("DELETE FROM span_lines WHERE trace_id = ?", gone)
+                # the lines first: with chronicle-store/2 they are found through the traces row
+                w.executemany(f"DELETE FROM span_lines WHERE {of_trace}", gone)
                 w.executemany("DELETE FROM traces WHERE trace_id = ?", gone)
                 self.mark = w.execute("SELECT COALESCE(MAX(rowid), 0) FROM span_lines").fetchone()[0]
 

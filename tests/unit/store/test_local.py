@@ -158,7 +158,7 @@ def test_store_files_are_otlp_json_lines_and_versioned(recorder: Recorder) -> No
 
     v()
     manifest = json.loads((recorder.path / MANIFEST).read_text())
-    assert manifest == {"format": "chronicle-store/1"}
+    assert manifest == {"format": "chronicle-store/2"}
     segments = list((recorder.path / "spans").rglob("*.jsonl"))
     assert len(segments) == 1
     lines = segments[0].read_bytes().splitlines()

@@ -98,7 +98,11 @@ def test_rows_repeating_one_line_are_bounded_per_trace(store: Path) -> None:
         fh.truncate(64 << 20)
     rel = segment.relative_to(store).as_posix()
     with contextlib.closing(sqlite3.connect(store / "index.sqlite3")) as db, db:
-        db.executemany("INSERT INTO span_lines VALUES (?,?,?,?)", [(TID, rel, 0, 64 << 20)] * 5)
+        db.executemany(
+            "INSERT INTO span_lines(trace_id, segment, offset, length, trace_ref) "
+            "VALUES (?1, ?2, ?3, ?4, (SELECT ref FROM traces WHERE trace_id = ?1))",
+            [(TID, rel, 0, 64 << 20)] * 5,
+        )
     reader = StoreReader(store)
     lines = reader.iter_lines(TID)
     with pytest.raises(StoreError, match=r"bytes of span lines for trace '0af7.*', more than 268435456"):
