@@ -35,7 +35,10 @@ DEFAULT_HOLD_SECONDS: Final = 60.0
 """How long a span waits for a boundary of its trace before it is dropped."""
 
 _KEPT_TRACES: Final = 100_000
-_ENCODE_LINES: Final = 16  # lines encoded together (about 70 KB of them for 1 KB payloads: well within malloc's reuse)
+# Lines are encoded (compressed) together once they hold _ENCODE_BYTES, or _ENCODE_LINES of them: few calls per batch,
+# each one release of the interpreter lock that the application's thread may keep for its whole switch interval.
+_ENCODE_BYTES: Final = 1024 * 1024
+_ENCODE_LINES: Final = 512
 _EVICTED_TRACES: Final = 100_000
 _DROPPED_SPAN_IDS: Final = 100_000
 
@@ -180,11 +183,13 @@ class ChronicleExporter(SpanExporter):
             if take is not None:
                 payloads.extend(take(ctx.span_id))
         records: list[TraceRecord] = []
-        encoded = 0
+        encoded = pending = 0
         for trace_id, items in by_trace.items():
-            records.append(self._record(trace_id, items, [plain_attributes(span.attributes) for span in items]))
-            if len(records) - encoded >= _ENCODE_LINES:
-                encoded = self._encode(records, encoded)
+            record = self._record(trace_id, items, [plain_attributes(span.attributes) for span in items])
+            records.append(record)
+            pending += len(record.line)
+            if pending >= _ENCODE_BYTES or len(records) - encoded >= _ENCODE_LINES:
+                encoded, pending = self._encode(records, encoded), 0
         self._encode(records, encoded)
         self.store.write_batch(records, payloads)
 
@@ -212,7 +217,7 @@ class ChronicleExporter(SpanExporter):
         take = self._taker() or _take_nothing
         payloads: Payloads = []
         records: list[TraceRecord] = []
-        encoded = 0
+        encoded = pending = 0
         kept = self._kept
         for trace_id, items in by_trace.items():
             if trace_id in kept or _has_boundary(items):
@@ -221,9 +226,11 @@ class ChronicleExporter(SpanExporter):
                     written.append(span)
                     written_attrs.append(attrs)
                     payloads.extend(take(span_id))
-                records.append(self._record(trace_id, written, written_attrs))
-                if len(records) - encoded >= _ENCODE_LINES:
-                    encoded = self._encode(records, encoded)
+                record = self._record(trace_id, written, written_attrs)
+                records.append(record)
+                pending += len(record.line)
+                if pending >= _ENCODE_BYTES or len(records) - encoded >= _ENCODE_LINES:
+                    encoded, pending = self._encode(records, encoded), 0
                 continue
             roots = []
             for span, span_id, _ in items:
@@ -244,7 +251,7 @@ class ChronicleExporter(SpanExporter):
     def _encode(self, records: list[TraceRecord], start: int) -> int:
         """Have the store encode the lines of ``records[start:]`` as it writes them; returns ``len(records)``.
 
-        Lines are encoded a few at a time (:data:`_ENCODE_LINES`), soon after they are made: the raw lines of a
+        Lines are encoded a chunk at a time (:data:`_ENCODE_BYTES`), soon after they are made: the raw lines of a
         whole batch (megabytes) never pile up, and the memory one chunk frees is reused by the next.
         """
         if start < len(records):

@@ -13,10 +13,11 @@ is removed), and the next batch writes to the same segment. The one exception is
 a way that may still have committed (an I/O error other than a failed write, such as a failed fsync): its lines
 stay in the segment, whole, whether the index ends up pointing at them or not.
 
-Indexing a batch takes one statement per 64 rows, not one per row: the lines of a batch are written in trace id
-order (the inserts into the trace-id indexes then visit their pages in order), and their ``span_lines``, ``traces``
-and ``payloads`` rows go in with multi-row INSERT statements. The writer checkpoints the WAL every 4,000 pages (a
-page several batches changed is copied once). The exporter may hand lines in already compressed
+Indexing a batch takes one statement per 512 rows (64 with an SQLite older than 3.32), not one per row: the lines
+of a batch are written in trace id order, and their ``traces``, ``span_lines`` and ``payloads`` rows go in with
+multi-row INSERT statements (a ``chronicle-store/2`` index finds a trace's lines by its row's ``ref``, given in
+arrival order, so the lines of new traces go in at the end of that index). The writer checkpoints the WAL every
+4,000 pages (a page several batches changed is copied once). The exporter may hand lines in already compressed
 (:meth:`LocalStore.encode_lines`); they are appended as they are.
 
 Failures are counted on the store (:attr:`LocalStore.failed_batches`, :attr:`LocalStore.failed_spans`); the
@@ -121,44 +122,54 @@ ON CONFLICT(trace_id) DO UPDATE SET
 """
 
 
-# Rows go in with multi-row INSERTs of up to _ROWS_PER_INSERT rows (at most 64 * 14 = 896 parameters: within the
-# 999 of SQLite builds before 3.32): one step of the statement, one release of the interpreter lock, per 64 rows.
-_ROWS_PER_INSERT: Final = 64
-_REFS_PER_QUERY: Final = 500  # trace ids per look-up of their refs: within the 999 parameters
-_LINES = ("INSERT INTO span_lines(trace_id, segment, offset, length, trace_ref) VALUES ", 5, "")
-_LINES_V1 = ("INSERT INTO span_lines(trace_id, segment, offset, length) VALUES ", 4, "")
+# Rows go in with multi-row INSERTs of up to _ROWS_PER_INSERT rows: one statement, and one release of the interpreter
+# lock (which the application's thread may then keep for its whole switch interval), per that many rows. SQLite
+# takes 32,766 parameters from 3.32 on (512 rows of 14: 7,168), 999 before (64 rows: 896).
+
+
+def _parameter_limit() -> int:
+    """The most parameters one statement of this SQLite library takes."""
+    which = getattr(sqlite3, "SQLITE_LIMIT_VARIABLE_NUMBER", None)  # Python 3.11+
+    if which is not None:
+        with contextlib.closing(sqlite3.connect(":memory:")) as db:
+            return int(db.getlimit(which))  # type: ignore[attr-defined,unused-ignore]
+    return 32766 if sqlite3.sqlite_version_info >= (3, 32, 0) else 999
+
+
+_MANY_PARAMETERS: Final = _parameter_limit() >= 512 * 14
+_ROWS_PER_INSERT: Final = 512 if _MANY_PARAMETERS else 64
+# A statement returning rows steps (and releases the interpreter lock) once per row: each line's ref is looked up by
+# the INSERT itself, from the trace id given a second time.
+_LINES = (
+    "INSERT INTO span_lines(trace_id, segment, offset, length, trace_ref) VALUES ",
+    5,
+    "",
+    "(?,?,?,?,(SELECT ref FROM traces WHERE trace_id = ?))",
+)
+_LINES_V1 = ("INSERT INTO span_lines(trace_id, segment, offset, length) VALUES ", 4, "", "")
 _TRACES = (
     _UPSERT_TRACE[: _UPSERT_TRACE.index("VALUES")] + "VALUES ",
     14,
     _UPSERT_TRACE[_UPSERT_TRACE.index("ON CONFLICT") :],
+    "",
 )
-_PAYLOADS = ("INSERT OR IGNORE INTO payloads(hash, size, data) VALUES ", 3, "")
+_PAYLOADS = ("INSERT OR IGNORE INTO payloads(hash, size, data) VALUES ", 3, "", "")
 _statements: dict[tuple[str, int], str] = {}
 
 
-def _refs(db: sqlite3.Connection, trace_ids: list[str]) -> dict[str, int]:
-    """The ``ref`` of the traces rows of ``trace_ids`` (distinct, each upserted in this transaction)."""
-    refs: dict[str, int] = {}
-    for at in range(0, len(trace_ids), _REFS_PER_QUERY):
-        chunk = trace_ids[at : at + _REFS_PER_QUERY]
-        sql = _statements.get(("refs", len(chunk)))
-        if sql is None:
-            sql = _statements[("refs", len(chunk))] = (
-                f"SELECT trace_id, ref FROM traces WHERE trace_id IN ({','.join('?' * len(chunk))})"
-            )
-        refs.update(db.execute(sql, chunk).fetchall())
-    return refs
+def _insert(db: sqlite3.Connection, table: tuple[str, int, str, str], rows: list[tuple[Any, ...]]) -> None:
+    """Insert ``rows`` (tuples of ``table``'s width) in order, with as few statements as the sizes allow.
 
-
-def _insert(db: sqlite3.Connection, table: tuple[str, int, str], rows: list[tuple[Any, ...]]) -> None:
-    """Insert ``rows`` (tuples of ``table``'s width) in order, with as few statements as the sizes allow."""
-    head, width, tail = table
+    ``table`` is (the statement up to VALUES, the parameters per row, what follows the rows, a row's values when
+    they are not ``width`` plain parameters).
+    """
+    head, width, tail, values = table
     at = 0
     while at < len(rows):
-        count = min(_ROWS_PER_INSERT, 1 << ((len(rows) - at).bit_length() - 1))  # 64, 32, ... 1: few statements
+        count = min(_ROWS_PER_INSERT, 1 << ((len(rows) - at).bit_length() - 1))  # 512, 256, ... 1: few statements
         sql = _statements.get((head, count))
         if sql is None:
-            marks = "(" + ",".join("?" * width) + ")"
+            marks = values or "(" + ",".join("?" * width) + ")"
             sql = _statements[(head, count)] = head + ",".join([marks] * count) + " " + tail
         db.execute(sql, [value for row in rows[at : at + count] for value in row])
         at += count
@@ -368,10 +379,9 @@ class LocalStore(StoreReader):
                     os.fsync(fd)
                 self._segment_size = offset
             now = time.time_ns()
-            if self._by_ref:  # the traces rows first: the lines name them by ref
+            if self._by_ref:  # the traces rows first: the lines name them by ref, looked up inside the statement
                 _insert(db, _TRACES, [_trace_row(rec, now) for rec in records])
-                refs = _refs(db, [rec.trace_id for rec in records])
-                _insert(db, _LINES, [(*row, refs[row[0]]) for row in rows])
+                _insert(db, _LINES, [(*row, row[0]) for row in rows])
             else:
                 _insert(db, _LINES_V1, rows)
                 _insert(db, _TRACES, [_trace_row(rec, now) for rec in records])

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from chronicle_otel.store import LocalStore, StoreReader, TraceRecord, _compression, payload_digest
+from chronicle_otel.store import LocalStore, StoreReader, TraceRecord, _compression, _local, payload_digest
 from chronicle_otel.store._compression import MAGIC
 
 
@@ -43,7 +43,11 @@ def _names(reader: StoreReader, trace_id: str) -> list[str]:
     return [span["name"] for span in reader.read_spans(trace_id)]
 
 
-def test_a_batch_of_many_traces_and_several_lines_per_trace_reads_back_in_order(tmp_path: Path) -> None:
+@pytest.mark.parametrize("rows", [512, 64, 3])  # rows per INSERT: this SQLite's, one older than 3.32, a few
+def test_a_batch_of_many_traces_and_several_lines_per_trace_reads_back_in_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rows: int
+) -> None:
+    monkeypatch.setattr(_local, "_ROWS_PER_INSERT", rows)
     store = LocalStore(tmp_path, durable=False)
     records = [_record(i) for i in range(200, 0, -1)]  # 200 traces, written in descending id order
     records += [_record(i, part=1, spans=2, errors=1) for i in range(1, 200, 3)]  # a second line of some
