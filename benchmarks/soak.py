@@ -12,10 +12,9 @@ The boundary is a small tool call (``@boundary(kind="tool")``, a three-key dict 
 
 Resident memory (VmRSS; RssAnon too in the JSON) is sampled every 50,000 spans. What chronicle holds is bounded and
 fills early: the export queue (16,384 spans, about 50 MiB here) within seconds, the store exporter's memory of the last
-100,000 traces it wrote (~15 MiB) within the first ~150,000 spans. ``warm`` is the sample at a quarter of the run,
-after both; ``flat`` means the last sample is within 5% (at least 8 MiB) of it (not judged for the paced run,
-which is short). The allocator keeps a second table of that 100,000-trace memory after one of its rebuilds: RSS
-steps up once by ~10 MiB near a million spans and stays there (3,000,000-span runs: flat from 0.95 M to 3 M).
+50,000 to 100,000 traces it wrote (two generations of dicts, a few MiB) within the first ~150,000 spans. ``warm`` is
+the sample at a quarter of the run, after both; ``flat`` means the last sample is within 5% (at least 8 MiB) of it
+(not judged for the paced run, which is short).
 
 ``spans/s`` is the application's rate over the whole run, ``last 10%`` over its last tenth (writes to the store slow
 down as its index grows). ``stored`` counts the traces indexed in the store (its SQLite index, opened read-only);
