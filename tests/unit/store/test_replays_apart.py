@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import shutil
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,9 +15,10 @@ import pytest
 import chronicle_otel as chronicle
 from chronicle_otel.cli import main
 from chronicle_otel.errors import StoreError
-from chronicle_otel.store import MANIFEST, LocalStore, StoreReader
+from chronicle_otel.store import LocalStore, StoreReader
 from examples.stock_agent import agent
 from tests.conftest import Recorder, make_recorder
+from tests.unit.store.earlier_index import copy_with_index
 
 REQUEST = "Sell $1,000 of MSFT"
 UNPLANNABLE = "what is the weather"  # the model cannot plan it: the run fails
@@ -215,17 +215,7 @@ def columns(path: Path) -> list[str]:
 
 def old_store_from(source: Path, target: Path) -> None:
     """``target``: the traces of the store ``source``, indexed with the earlier schema (no replay_of column)."""
-    target.mkdir()
-    shutil.copy(source / MANIFEST, target / MANIFEST)
-    shutil.copytree(source / "spans", target / "spans")
-    with contextlib.closing(sqlite3.connect(target / "index.sqlite3")) as db:
-        db.executescript(OLD_SCHEMA)
-        db.execute("ATTACH DATABASE ? AS src", (str(source / "index.sqlite3"),))
-        with db:
-            db.execute(f"INSERT INTO traces({OLD_TRACE_COLUMNS}) SELECT {OLD_TRACE_COLUMNS} FROM src.traces")
-            db.execute("INSERT INTO span_lines SELECT trace_id, segment, offset, length FROM src.span_lines")
-            db.execute("INSERT INTO payloads SELECT hash, size, data FROM src.payloads")
-        db.execute("DETACH DATABASE src")
+    copy_with_index(source, target, OLD_SCHEMA, OLD_TRACE_COLUMNS)
 
 
 def test_an_index_of_the_earlier_schema_lists_loads_and_gains_the_column(tmp_path: Path) -> None:

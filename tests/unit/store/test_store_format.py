@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import shutil
 import sqlite3
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import chronicle_otel as chronicle
 from chronicle_otel.store import MANIFEST, STORE_FORMAT, LocalStore, RetentionPolicy, StoreReader, apply_retention
 from examples.stock_agent import agent
 from tests.conftest import make_recorder
+from tests.unit.store.earlier_index import copy_with_index
 
 REQUEST = "Sell $1,000 of MSFT"
 UNPLANNABLE = "what is the weather"  # the model cannot plan it: the run fails
@@ -68,17 +68,7 @@ def _record(store: Path, runs: int = 1) -> tuple[list[str], list[str]]:
 
 def _v1_copy(source: Path, target: Path) -> None:
     """``target``: the store ``source`` as chronicle-store/1 wrote it (manifest and index layout)."""
-    target.mkdir()
-    (target / MANIFEST).write_text(json.dumps({"format": "chronicle-store/1"}) + "\n")
-    shutil.copytree(source / "spans", target / "spans")
-    with contextlib.closing(sqlite3.connect(target / "index.sqlite3")) as db:
-        db.executescript(V1_SCHEMA)
-        db.execute("ATTACH DATABASE ? AS src", (str(source / "index.sqlite3"),))
-        with db:
-            db.execute(f"INSERT INTO traces({TRACE_COLUMNS}) SELECT {TRACE_COLUMNS} FROM src.traces ORDER BY ref")
-            db.execute("INSERT INTO span_lines SELECT trace_id, segment, offset, length FROM src.span_lines")
-            db.execute("INSERT INTO payloads SELECT hash, size, data FROM src.payloads")
-        db.execute("DETACH DATABASE src")
+    copy_with_index(source, target, V1_SCHEMA, TRACE_COLUMNS, manifest="chronicle-store/1")
 
 
 def test_a_new_store_finds_a_traces_lines_by_its_ref_through_indexes(tmp_path: Path) -> None:
