@@ -93,6 +93,12 @@ def test_a_new_store_finds_a_traces_lines_by_its_ref_through_indexes(tmp_path: P
     ):
         plan = _plan(store, sql)
         assert "span_lines_by_ref" in plan and "SCAN s" not in plan and "SCAN span_lines" not in plan, plan
+    # the newest traces are listed from an index, not by sorting every row
+    latest = (
+        "SELECT trace_id FROM traces WHERE replay_of IS NULL ORDER BY COALESCE(start_ns, updated_ns) DESC, trace_id"
+    )
+    assert "USING INDEX traces_by_time" in _plan(store, latest + " LIMIT 10")
+    assert [t.trace_id for t in StoreReader(store).list_traces(limit=1)] == [_query(store, latest)[0][0]]
 
 
 def test_a_store_of_format_1_is_read_written_collected_and_vacuumed_in_its_layout(tmp_path: Path) -> None:
