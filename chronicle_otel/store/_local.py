@@ -34,6 +34,7 @@ import json
 import logging
 import os
 import sqlite3
+import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -134,16 +135,20 @@ ON CONFLICT(trace_id) DO UPDATE SET
 # takes 32,766 parameters from 3.32 on (512 rows of 14: 7,168), 999 before (64 rows: 896).
 
 
-def _parameter_limit() -> int:
-    """The most parameters one statement of this SQLite library takes."""
-    which = getattr(sqlite3, "SQLITE_LIMIT_VARIABLE_NUMBER", None)  # Python 3.11+
-    if which is not None:
-        with contextlib.closing(sqlite3.connect(":memory:")) as db:
-            return int(db.getlimit(which))  # type: ignore[attr-defined,unused-ignore]
-    return 32766 if sqlite3.sqlite_version_info >= (3, 32, 0) else 999
+def _takes_parameters(count: int) -> bool:
+    """Whether one statement of this SQLite library takes ``count`` parameters (builds may lower the limit)."""
+    with contextlib.closing(sqlite3.connect(":memory:")) as db:
+        which = getattr(sqlite3, "SQLITE_LIMIT_VARIABLE_NUMBER", None)  # Python 3.11+
+        if which is not None:
+            return int(db.getlimit(which)) >= count  # type: ignore[attr-defined,unused-ignore]
+        try:
+            db.execute(f"SELECT 1 WHERE 0 IN ({','.join('?' * count)})", [0] * count)
+        except sqlite3.Error:
+            return False
+        return True
 
 
-_MANY_PARAMETERS: Final = _parameter_limit() >= 512 * 14
+_MANY_PARAMETERS: Final = _takes_parameters(512 * 14)
 _ROWS_PER_INSERT: Final = 512 if _MANY_PARAMETERS else 64
 # A statement returning rows steps (and releases the interpreter lock) once per row: each line's ref is looked up by
 # the INSERT itself, from the trace id given a second time.
@@ -243,20 +248,44 @@ class LocalStore(StoreReader):
     # ------------------------------------------------------------------------------------ setup
 
     def _create(self) -> None:
+        """Write the manifest of a new store, unless another process wrote one first (theirs stays)."""
         self.path.mkdir(parents=True, exist_ok=True)
-        tmp = self.path / f".{MANIFEST}.{os.getpid()}.tmp"
+        self._write_manifest(replace=False)
+
+    def _write_manifest(self, *, replace: bool) -> None:
+        """Write the manifest (``STORE_FORMAT``) whole, in one step; with ``replace``, over the one there."""
+        tmp = self.path / f".{MANIFEST}.{os.getpid()}.{threading.get_ident()}.tmp"
         tmp.write_text(json.dumps({"format": STORE_FORMAT}) + "\n", encoding="utf-8")
-        os.replace(tmp, self.path / MANIFEST)
+        try:
+            if replace:
+                os.replace(tmp, self.path / MANIFEST)
+                return
+            try:
+                os.link(tmp, self.path / MANIFEST)  # fails when the manifest exists: the first writer wins
+            except FileExistsError:
+                pass
+            except OSError:  # a file system without hard links
+                if not (self.path / MANIFEST).exists():
+                    os.replace(tmp, self.path / MANIFEST)
+        finally:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
 
     def _prepare(self, db: sqlite3.Connection) -> None:
         db.execute("PRAGMA journal_mode=WAL")
         db.execute(f"PRAGMA synchronous={'FULL' if self.durable else 'NORMAL'}")
-        # Every trace adds an entry at a random place of two indexes by trace id, so each batch changes pages all
-        # over them: fewer checkpoints copy a page that several batches changed once.
+        # Every trace adds an entry at a random place of the index by trace id, so each batch changes pages all
+        # over it: fewer checkpoints copy a page that several batches changed once.
         db.execute(f"PRAGMA wal_autocheckpoint={_CHECKPOINT_PAGES}")
         db.executescript(_SCHEMA_V1 if self._format == _FORMAT_V1 else _SCHEMA)
         self._by_ref = lines_by_ref(db)  # the table decides: an index made before its manifest said otherwise
         db.execute(_LINES_INDEX if self._by_ref else _LINES_INDEX_V1)
+        if self._by_ref and self._format == _FORMAT_V1:
+            # An index of this layout under the earlier manifest (an earlier version created the store at the same
+            # moment): name the layout, so earlier versions refuse the store from now on. Lines they wrote meanwhile
+            # have no ref and are found by their trace id.
+            self._write_manifest(replace=True)
+            self._format = STORE_FORMAT
         if not _has_replay_column(db):  # an index written before replays were told apart
             db.execute("BEGIN IMMEDIATE")  # another writer upgrading it at the same time waits, then finds it done
             try:
@@ -432,7 +461,7 @@ class LocalStore(StoreReader):
             if db is None:
                 return True
             found = db.execute(
-                f"SELECT 1 FROM span_lines WHERE {lines_of_trace(db)} AND segment=? AND offset=?", row[:3]
+                f"SELECT 1 FROM span_lines WHERE {lines_of_trace(db)} AND segment = ?2 AND offset = ?3", row[:3]
             ).fetchone()
         except (sqlite3.Error, OSError):
             return True

@@ -615,7 +615,8 @@ class _Collector(StoreReader):
         if odd:
             c.warnings.append(f"{odd} trace index row(s) with unexpected values were left alone")
         of_plan = (  # the lines of the plan row's trace, through the index
-            "s.trace_ref = (SELECT t.ref FROM traces t WHERE t.trace_id = plan.trace_id)"
+            "(s.trace_ref = (SELECT t.ref FROM traces AS t WHERE t.trace_id = plan.trace_id) OR s.trace_ref IS NULL)"
+            " AND s.trace_id = plan.trace_id"
             if lines_by_ref(db)
             else "s.trace_id = plan.trace_id"
         )

@@ -191,9 +191,8 @@ class StoreReader:
         if not manifest.exists():
             if not create:
                 return None
-            self._create()
-        else:
-            self._format = self._check_format(manifest)
+            self._create()  # the first writer's manifest wins: read back below
+        self._format = self._check_format(manifest)
         db = sqlite3.connect(self.path / INDEX, timeout=30, check_same_thread=False, isolation_level=None)
         try:
             self._prepare(db)
@@ -283,7 +282,7 @@ class StoreReader:
         except orjson.JSONDecodeError as exc:
             raise StoreError(f"unreadable store manifest ({exc})", fmt) from None
         found = document.get("format") if isinstance(document, dict) else None
-        if found not in _READABLE_FORMATS:
+        if not isinstance(found, str) or found not in _READABLE_FORMATS:
             if isinstance(found, str) and _FORMAT.match(found):
                 raise StoreError(
                     f"store format {found} is newer than this chronicle-otel understands ({STORE_FORMAT}); "
@@ -595,8 +594,13 @@ def _has_replay_column(db: sqlite3.Connection) -> bool:
     return row is not None
 
 
-_LINES_BY_ID: Final = "trace_id = ?"
-_LINES_BY_REF: Final = "trace_ref = (SELECT ref FROM traces WHERE trace_id = ?)"
+_LINES_BY_ID: Final = "trace_id = ?1"
+# The lines of the trace's row (its ref), that are the trace's (a tampered ref never hands over another trace's
+# lines), and lines without a ref (written by a version older than the layout, which an old and a new version
+# creating one store at the same moment can lead to): both through span_lines_by_ref.
+_LINES_BY_REF: Final = (
+    "(trace_ref = (SELECT t.ref FROM traces AS t WHERE t.trace_id = ?1) OR trace_ref IS NULL) AND trace_id = ?1"
+)
 
 
 def lines_by_ref(db: sqlite3.Connection) -> bool:
@@ -609,7 +613,7 @@ def lines_by_ref(db: sqlite3.Connection) -> bool:
 
 
 def lines_of_trace(db: sqlite3.Connection) -> str:
-    """The condition on ``span_lines`` rows that selects the lines of the trace id given as its one parameter."""
+    """The condition on ``span_lines`` rows that selects the lines of the trace id given as parameter ``?1``."""
     return _LINES_BY_REF if lines_by_ref(db) else _LINES_BY_ID
 
 

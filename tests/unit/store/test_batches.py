@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -134,3 +135,12 @@ def test_the_writer_checkpoints_less_often(tmp_path: Path) -> None:
     assert db.execute("PRAGMA wal_autocheckpoint").fetchone()[0] >= 4000
     assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     store.close()
+
+
+def test_the_rows_per_statement_follow_what_this_sqlite_takes(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _local._takes_parameters(14)
+    assert not _local._takes_parameters(10**7)  # beyond any build's limit
+    monkeypatch.delattr(sqlite3, "SQLITE_LIMIT_VARIABLE_NUMBER", raising=False)  # Python 3.10: no getlimit()
+    assert _local._takes_parameters(14)
+    assert not _local._takes_parameters(10**7)
+    assert (512 if _local._takes_parameters(512 * 14) else 64) == _local._ROWS_PER_INSERT

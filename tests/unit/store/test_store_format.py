@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import chronicle_otel as chronicle
+from chronicle_otel.errors import StoreError
 from chronicle_otel.store import MANIFEST, STORE_FORMAT, LocalStore, RetentionPolicy, StoreReader, apply_retention
 from examples.stock_agent import agent
 from tests.conftest import make_recorder
@@ -159,3 +160,64 @@ def test_a_manifest_of_format_2_over_an_index_of_format_1_is_written_in_the_inde
     ok, _ = _record(odd)
     for trace_id in ok:
         assert chronicle.load_trace(odd, trace_id).trace_id == trace_id
+
+
+@pytest.mark.parametrize("value", [["chronicle-store/2"], {"v": 2}, 2, None, True])
+def test_a_manifest_whose_format_is_not_text_is_refused_by_name(tmp_path: Path, value: object) -> None:
+    (tmp_path / MANIFEST).write_text(json.dumps({"format": value}))
+    with pytest.raises(StoreError, match="not a chronicle store"):
+        StoreReader(tmp_path).list_traces()
+    with pytest.raises(StoreError, match="not a chronicle store"):
+        LocalStore(tmp_path, durable=False).list_traces()
+
+
+def test_the_first_writer_of_a_manifest_wins(tmp_path: Path) -> None:
+    (tmp_path / MANIFEST).write_text(json.dumps({"format": "chronicle-store/1"}))
+    store = LocalStore(tmp_path, durable=False)
+    store._create()  # what a second process creating the store at the same moment does
+    assert json.loads((tmp_path / MANIFEST).read_text()) == {"format": "chronicle-store/1"}
+    assert not list(tmp_path.glob(".*.tmp"))
+    store.close()
+
+
+def test_lines_an_earlier_version_wrote_into_this_layout_are_found_and_collected(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    ok, failed = _record(store, runs=2)
+    # an earlier version writing into this layout (it created the store at the same moment as this one): its lines
+    # have no ref, and its manifest names the earlier format
+    with contextlib.closing(sqlite3.connect(store / "index.sqlite3")) as db, db:
+        db.execute("UPDATE span_lines SET trace_ref = NULL WHERE trace_id IN (?, ?)", (ok[0], failed[0]))
+    (store / MANIFEST).write_text(json.dumps({"format": "chronicle-store/1"}))
+    counts = {t: len(chronicle.load_trace(store, t).spans) for t in ok + failed}
+    assert all(n > 1 for n in counts.values())
+
+    writer = LocalStore(store, durable=False)
+    writer.list_traces()  # opening the index to write names its layout: earlier versions now refuse the store
+    assert json.loads((store / MANIFEST).read_text()) == {"format": STORE_FORMAT}
+    writer.close()
+
+    apply_retention(store, RetentionPolicy(success_rate=0.0), grace="0s")
+    assert sorted(t.trace_id for t in StoreReader(store).list_traces()) == sorted(failed)
+    assert _query(store, "SELECT COUNT(*) FROM span_lines WHERE trace_id NOT IN (SELECT trace_id FROM traces)") == [
+        (0,)
+    ]
+    for trace_id in failed:
+        assert len(chronicle.load_trace(store, trace_id).spans) == counts[trace_id]
+
+
+def test_a_line_pointed_at_another_traces_ref_is_not_handed_over_or_deleted_with_it(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    ok, failed = _record(store)
+    (kept,), (removed,) = failed, ok
+    with contextlib.closing(sqlite3.connect(store / "index.sqlite3")) as db, db:
+        db.execute(
+            "UPDATE span_lines SET trace_ref = (SELECT ref FROM traces WHERE trace_id = ?) WHERE trace_id = ?",
+            (removed, kept),
+        )
+    reader = StoreReader(store)
+    assert {span["traceId"] for span in reader.read_spans(removed)} == {removed}
+    reader.close()
+    before = _query(store, "SELECT COUNT(*) FROM span_lines WHERE trace_id = ?", kept)
+    apply_retention(store, RetentionPolicy(success_rate=0.0), grace="0s")
+    assert [t.trace_id for t in StoreReader(store).list_traces()] == [kept]
+    assert _query(store, "SELECT COUNT(*) FROM span_lines WHERE trace_id = ?", kept) == before
