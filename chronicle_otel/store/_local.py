@@ -461,7 +461,8 @@ class LocalStore(StoreReader):
             if db is None:
                 return True
             found = db.execute(
-                f"SELECT 1 FROM span_lines WHERE {lines_of_trace(db)} AND segment = ?2 AND offset = ?3", row[:3]
+                f"SELECT 1 FROM span_lines WHERE {lines_of_trace(db)} AND segment = :segment AND offset = :offset",
+                {"trace_id": row[0], "segment": row[1], "offset": row[2]},
             ).fetchone()
         except (sqlite3.Error, OSError):
             return True

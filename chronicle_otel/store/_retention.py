@@ -814,11 +814,11 @@ class _Collector(StoreReader):
                         lines = w.execute(
                             f"SELECT trace_id, segment, offset, length FROM span_lines WHERE {of_trace} "
                             "ORDER BY segment, offset",
-                            (trace_id,),
+                            {"trace_id": trace_id},
                         )
                         self._keep_references(w, lines)
                 # the lines first: with chronicle-store/2 they are found through the traces row
-                w.executemany(f"DELETE FROM span_lines WHERE {of_trace}", gone)
+                w.executemany(f"DELETE FROM span_lines WHERE {of_trace}", [{"trace_id": t} for (t,) in gone])
                 w.executemany("DELETE FROM traces WHERE trace_id = ?", gone)
                 self.mark = w.execute("SELECT COALESCE(MAX(rowid), 0) FROM span_lines").fetchone()[0]
 

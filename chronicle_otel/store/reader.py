@@ -481,7 +481,7 @@ class StoreReader:
                 return
             rows = db.execute(
                 f"SELECT segment, offset, length FROM span_lines WHERE {lines_of_trace(db)} ORDER BY rowid",
-                (trace_id.lower(),),
+                {"trace_id": trace_id.lower()},
             ).fetchall()
             self._before_read()
         total = 0
@@ -594,12 +594,13 @@ def _has_replay_column(db: sqlite3.Connection) -> bool:
     return row is not None
 
 
-_LINES_BY_ID: Final = "trace_id = ?1"
+_LINES_BY_ID: Final = "trace_id = :trace_id"
 # The lines of the trace's row (its ref), that are the trace's (a tampered ref never hands over another trace's
 # lines), and lines without a ref (written by a version older than the layout, which an old and a new version
 # creating one store at the same moment can lead to): both through span_lines_by_ref.
 _LINES_BY_REF: Final = (
-    "(trace_ref = (SELECT t.ref FROM traces AS t WHERE t.trace_id = ?1) OR trace_ref IS NULL) AND trace_id = ?1"
+    "(trace_ref = (SELECT t.ref FROM traces AS t WHERE t.trace_id = :trace_id) OR trace_ref IS NULL)"
+    " AND trace_id = :trace_id"
 )
 
 
@@ -613,7 +614,7 @@ def lines_by_ref(db: sqlite3.Connection) -> bool:
 
 
 def lines_of_trace(db: sqlite3.Connection) -> str:
-    """The condition on ``span_lines`` rows that selects the lines of the trace id given as parameter ``?1``."""
+    """The condition on ``span_lines`` rows that selects the lines of the trace id bound to ``:trace_id``."""
     return _LINES_BY_REF if lines_by_ref(db) else _LINES_BY_ID
 
 

@@ -100,8 +100,8 @@ def test_rows_repeating_one_line_are_bounded_per_trace(store: Path) -> None:
     with contextlib.closing(sqlite3.connect(store / "index.sqlite3")) as db, db:
         db.executemany(
             "INSERT INTO span_lines(trace_id, segment, offset, length, trace_ref) "
-            "VALUES (?1, ?2, ?3, ?4, (SELECT ref FROM traces WHERE trace_id = ?1))",
-            [(TID, rel, 0, 64 << 20)] * 5,
+            "VALUES (?, ?, ?, ?, (SELECT ref FROM traces WHERE trace_id = ?))",
+            [(TID, rel, 0, 64 << 20, TID)] * 5,
         )
     reader = StoreReader(store)
     lines = reader.iter_lines(TID)

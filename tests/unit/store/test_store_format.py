@@ -12,7 +12,15 @@ import pytest
 
 import chronicle_otel as chronicle
 from chronicle_otel.errors import StoreError
-from chronicle_otel.store import MANIFEST, STORE_FORMAT, LocalStore, RetentionPolicy, StoreReader, apply_retention
+from chronicle_otel.store import (
+    MANIFEST,
+    STORE_FORMAT,
+    LocalStore,
+    RetentionPolicy,
+    StoreReader,
+    TraceSummary,
+    apply_retention,
+)
 from examples.stock_agent import agent
 from tests.conftest import make_recorder
 from tests.unit.store.earlier_index import copy_with_index
@@ -50,6 +58,11 @@ def _plan(store: Path, sql: str) -> str:
     """SQLite's query plan for ``sql`` (parameters bound to NULL), as one string."""
     marks = sql.count("?")
     return " | ".join(row[-1] for row in _query(store, "EXPLAIN QUERY PLAN " + sql, *([None] * marks)))
+
+
+def _listed(store: Path) -> list[TraceSummary]:
+    with contextlib.closing(StoreReader(store)) as reader:
+        return reader.list_traces()
 
 
 def _record(store: Path, runs: int = 1) -> tuple[list[str], list[str]]:
@@ -99,7 +112,7 @@ def test_a_new_store_finds_a_traces_lines_by_its_ref_through_indexes(tmp_path: P
         "SELECT trace_id FROM traces WHERE replay_of IS NULL ORDER BY COALESCE(start_ns, updated_ns) DESC, trace_id"
     )
     assert "USING INDEX traces_by_time" in _plan(store, latest + " LIMIT 10")
-    assert [t.trace_id for t in StoreReader(store).list_traces(limit=1)] == [_query(store, latest)[0][0]]
+    assert [t.trace_id for t in _listed(store)[:1]] == [_query(store, latest)[0][0]]
 
 
 def test_a_store_of_format_1_is_read_written_collected_and_vacuumed_in_its_layout(tmp_path: Path) -> None:
@@ -108,7 +121,7 @@ def test_a_store_of_format_1_is_read_written_collected_and_vacuumed_in_its_layou
     old = tmp_path / "old"
     _v1_copy(source, old)
 
-    assert {t.trace_id for t in StoreReader(old).list_traces()} == set(ok + failed)
+    assert {t.trace_id for t in _listed(old)} == set(ok + failed)
     for trace_id in ok + failed:
         assert chronicle.load_trace(old, trace_id).trace_id == trace_id
 
@@ -123,7 +136,7 @@ def test_a_store_of_format_1_is_read_written_collected_and_vacuumed_in_its_layou
         assert chronicle.load_trace(old, trace_id).trace_id == trace_id
 
     report = apply_retention(old, RetentionPolicy(success_rate=0.0), grace="0s", vacuum=True)
-    kept = {t.trace_id for t in StoreReader(old).list_traces()}
+    kept = {t.trace_id for t in _listed(old)}
     assert kept == set(more_failed) == set(failed) | (new_ids & set(more_failed))
     assert report.traces_removed == len(more_ok) == 2
     for trace_id in kept:
@@ -135,7 +148,7 @@ def test_collecting_and_vacuuming_a_new_store_keeps_every_line_with_its_trace(tm
     store = tmp_path / "store"
     _, failed = _record(store, runs=3)
     apply_retention(store, RetentionPolicy(success_rate=0.0), grace="0s", vacuum=True)
-    kept = [t.trace_id for t in StoreReader(store).list_traces()]
+    kept = [t.trace_id for t in _listed(store)]
     assert sorted(kept) == sorted(failed)
     more_ok, _ = _record(store)  # new traces after the collection take refs of their own
     for trace_id in kept + more_ok:
@@ -165,10 +178,13 @@ def test_a_manifest_of_format_2_over_an_index_of_format_1_is_written_in_the_inde
 @pytest.mark.parametrize("value", [["chronicle-store/2"], {"v": 2}, 2, None, True])
 def test_a_manifest_whose_format_is_not_text_is_refused_by_name(tmp_path: Path, value: object) -> None:
     (tmp_path / MANIFEST).write_text(json.dumps({"format": value}))
-    with pytest.raises(StoreError, match="not a chronicle store"):
-        StoreReader(tmp_path).list_traces()
-    with pytest.raises(StoreError, match="not a chronicle store"):
-        LocalStore(tmp_path, durable=False).list_traces()
+    with contextlib.closing(StoreReader(tmp_path)) as reader, pytest.raises(StoreError, match="not a chronicle store"):
+        reader.list_traces()
+    with (
+        contextlib.closing(LocalStore(tmp_path, durable=False)) as store,
+        pytest.raises(StoreError, match="not a chronicle store"),
+    ):
+        store.list_traces()
 
 
 def test_the_first_writer_of_a_manifest_wins(tmp_path: Path) -> None:
@@ -197,7 +213,7 @@ def test_lines_an_earlier_version_wrote_into_this_layout_are_found_and_collected
     writer.close()
 
     apply_retention(store, RetentionPolicy(success_rate=0.0), grace="0s")
-    assert sorted(t.trace_id for t in StoreReader(store).list_traces()) == sorted(failed)
+    assert sorted(t.trace_id for t in _listed(store)) == sorted(failed)
     assert _query(store, "SELECT COUNT(*) FROM span_lines WHERE trace_id NOT IN (SELECT trace_id FROM traces)") == [
         (0,)
     ]
@@ -219,5 +235,5 @@ def test_a_line_pointed_at_another_traces_ref_is_not_handed_over_or_deleted_with
     reader.close()
     before = _query(store, "SELECT COUNT(*) FROM span_lines WHERE trace_id = ?", kept)
     apply_retention(store, RetentionPolicy(success_rate=0.0), grace="0s")
-    assert [t.trace_id for t in StoreReader(store).list_traces()] == [kept]
+    assert [t.trace_id for t in _listed(store)] == [kept]
     assert _query(store, "SELECT COUNT(*) FROM span_lines WHERE trace_id = ?", kept) == before
