@@ -182,16 +182,10 @@ class ChronicleExporter(SpanExporter):
                 items.append(span)
             if take is not None:
                 payloads.extend(take(ctx.span_id))
-        records: list[TraceRecord] = []
-        encoded = pending = 0
+        lines = _Lines(self.store)
         for trace_id, items in by_trace.items():
-            record = self._record(trace_id, items, [plain_attributes(span.attributes) for span in items])
-            records.append(record)
-            pending += len(record.line)
-            if pending >= _ENCODE_BYTES or len(records) - encoded >= _ENCODE_LINES:
-                encoded, pending = self._encode(records, encoded), 0
-        self._encode(records, encoded)
-        self.store.write_batch(records, payloads)
+            lines.add(self._record(trace_id, items, [plain_attributes(span.attributes) for span in items]))
+        self.store.write_batch(lines.encoded(), payloads)
 
     def _taker(self) -> Any:
         """``payload_buffer.take``, or None when the buffer is empty: nothing of this batch is in it then (a boundary
@@ -216,8 +210,7 @@ class ChronicleExporter(SpanExporter):
         self._expire(now - self.hold_seconds)
         take = self._taker() or _take_nothing
         payloads: Payloads = []
-        records: list[TraceRecord] = []
-        encoded = pending = 0
+        lines = _Lines(self.store)
         kept = self._kept
         for trace_id, items in by_trace.items():
             if trace_id in kept or _has_boundary(items):
@@ -226,11 +219,7 @@ class ChronicleExporter(SpanExporter):
                     written.append(span)
                     written_attrs.append(attrs)
                     payloads.extend(take(span_id))
-                record = self._record(trace_id, written, written_attrs)
-                records.append(record)
-                pending += len(record.line)
-                if pending >= _ENCODE_BYTES or len(records) - encoded >= _ENCODE_LINES:
-                    encoded, pending = self._encode(records, encoded), 0
+                lines.add(self._record(trace_id, written, written_attrs))
                 continue
             roots = []
             for span, span_id, _ in items:
@@ -244,21 +233,8 @@ class ChronicleExporter(SpanExporter):
                 self.filtered_traces += 1
                 self._drop_below(trace_id, span_id)
                 self._evicted.pop(trace_id, None)  # no boundary: what was evicted of it is not lost
-        if records or payloads:
-            self._encode(records, encoded)
-            self.store.write_batch(records, payloads)
-
-    def _encode(self, records: list[TraceRecord], start: int) -> int:
-        """Have the store encode the lines of ``records[start:]`` as it writes them; returns ``len(records)``.
-
-        Lines are encoded a chunk at a time (:data:`_ENCODE_BYTES`), soon after they are made: the raw lines of a
-        whole batch (megabytes) never pile up, and the memory one chunk frees is reused by the next.
-        """
-        if start < len(records):
-            tail = records[start:]
-            for rec, line in zip(tail, self.store.encode_lines([rec.line for rec in tail]), strict=True):
-                rec.line = line
-        return len(records)
+        if lines.records or payloads:
+            self.store.write_batch(lines.encoded(), payloads)
 
     def _release(self, trace_id: int, payloads: Payloads) -> tuple[list[ReadableSpan], list[Attributes]]:
         """Mark the trace kept; its held spans (to write), their attributes, and their payloads."""
@@ -454,6 +430,36 @@ _BOUNDARY_NAME: Final = semconv.BOUNDARY_NAME
 _BOUNDARY_KIND: Final = semconv.BOUNDARY_KIND
 _REPLAY_OF: Final = semconv.REPLAY_OF
 _STATUS_NAMES: Final = {code: code.name for code in StatusCode}
+
+
+class _Lines:
+    """The trace records of one export batch, their lines encoded (compressed) by the store a chunk at a time as they
+    are added (:data:`_ENCODE_BYTES` or :data:`_ENCODE_LINES`): the raw lines of a whole batch (megabytes) never pile
+    up, the memory one chunk frees is reused by the next, and each chunk is one call (one release of the lock)."""
+
+    __slots__ = ("_done", "_encode", "_pending", "records")
+
+    def __init__(self, store: LocalStore) -> None:
+        self.records: list[TraceRecord] = []
+        self._encode = store.encode_lines
+        self._done = 0  # records whose lines are encoded
+        self._pending = 0  # raw bytes of the others
+
+    def add(self, record: TraceRecord) -> None:
+        self.records.append(record)
+        self._pending += len(record.line)
+        if self._pending >= _ENCODE_BYTES or len(self.records) - self._done >= _ENCODE_LINES:
+            self.encoded()
+
+    def encoded(self) -> list[TraceRecord]:
+        """Every record, its line encoded."""
+        tail = self.records[self._done :]
+        if tail:
+            for rec, line in zip(tail, self._encode([rec.line for rec in tail]), strict=True):
+                rec.line = line
+        self._done = len(self.records)
+        self._pending = 0
+        return self.records
 
 
 def _take_nothing(span_id: int) -> Payloads:

@@ -55,7 +55,7 @@ _SEGMENT_MAX_BYTES = 64 * 1024 * 1024
 _FORMAT_V1: Final = "chronicle-store/1"
 _CHECKPOINT_PAGES: Final = 4000  # WAL pages between two automatic checkpoints (the default is 1000)
 
-_TRACES_TABLE = """
+_SCHEMA_TEMPLATE = """
 CREATE TABLE IF NOT EXISTS traces (
     {ref}trace_id TEXT {key},
     root_span_id TEXT,
@@ -90,13 +90,13 @@ CREATE TABLE IF NOT EXISTS span_lines (
 # traces row is still found by trace id (UNIQUE), the one index that takes an entry at a random place per trace.
 # Traces are listed newest first by COALESCE(start_ns, updated_ns) (the root's start, else the last write): an index
 # on that expression answers "the latest N" without reading every row (300,000 traces: 0.3 ms, not 250 ms).
-_SCHEMA = _TRACES_TABLE.format(
+_SCHEMA = _SCHEMA_TEMPLATE.format(
     ref="ref INTEGER PRIMARY KEY,\n    ",
     key="NOT NULL UNIQUE",
     by_time="CREATE INDEX IF NOT EXISTS traces_by_time ON traces(COALESCE(start_ns, updated_ns));",
     trace_ref=",\n    trace_ref INTEGER",
 )
-_SCHEMA_V1 = _TRACES_TABLE.format(  # chronicle-store/1
+_SCHEMA_V1 = _SCHEMA_TEMPLATE.format(  # chronicle-store/1
     ref="", key="PRIMARY KEY", by_time="CREATE INDEX IF NOT EXISTS traces_by_start ON traces(start_ns);", trace_ref=""
 )
 _LINES_INDEX = "CREATE INDEX IF NOT EXISTS span_lines_by_ref ON span_lines(trace_ref)"

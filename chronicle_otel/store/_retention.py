@@ -79,7 +79,7 @@ from typing import Any, Final, Literal
 from ..errors import ConfigError, StoreError
 from ._compression import inflate
 from ._local import _SEGMENT_MAX_BYTES
-from .reader import INDEX, MANIFEST, MAX_LINE_BYTES, StoreReader, default_store_path, lines_by_ref, lines_of_trace
+from .reader import INDEX, MANIFEST, MAX_LINE_BYTES, StoreReader, default_store_path, lines_of_trace
 
 __all__ = ["RetentionPolicy", "RetentionReport", "apply_retention"]
 
@@ -614,13 +614,8 @@ class _Collector(StoreReader):
         db.executemany(insert, batch)
         if odd:
             c.warnings.append(f"{odd} trace index row(s) with unexpected values were left alone")
-        of_plan = (  # the lines of the plan row's trace, through the index
-            "(s.trace_ref = (SELECT t.ref FROM traces AS t WHERE t.trace_id = plan.trace_id) OR s.trace_ref IS NULL)"
-            " AND s.trace_id = plan.trace_id"
-            if lines_by_ref(db)
-            else "s.trace_id = plan.trace_id"
-        )
-        db.execute(f"UPDATE temp.plan SET bytes = (SELECT COALESCE(SUM(length), 0) FROM span_lines s WHERE {of_plan})")
+        of_plan = lines_of_trace(db, "plan.trace_id")  # the lines of the plan row's trace, through the index
+        db.execute(f"UPDATE temp.plan SET bytes = (SELECT COALESCE(SUM(length), 0) FROM span_lines WHERE {of_plan})")
         c.lines_before = db.execute("SELECT COALESCE(SUM(length), 0) FROM span_lines").fetchone()[0]
         c.payload_bytes_before = db.execute("SELECT COALESCE(SUM(size), 0) FROM payloads").fetchone()[0]
 

@@ -594,13 +594,13 @@ def _has_replay_column(db: sqlite3.Connection) -> bool:
     return row is not None
 
 
-_LINES_BY_ID: Final = "trace_id = :trace_id"
+_LINES_BY_ID: Final = "trace_id = {trace}"
 # The lines of the trace's row (its ref), that are the trace's (a tampered ref never hands over another trace's
 # lines), and lines without a ref (written by a version older than the layout, which an old and a new version
 # creating one store at the same moment can lead to): both through span_lines_by_ref.
 _LINES_BY_REF: Final = (
-    "(trace_ref = (SELECT t.ref FROM traces AS t WHERE t.trace_id = :trace_id) OR trace_ref IS NULL)"
-    " AND trace_id = :trace_id"
+    "(trace_ref = (SELECT t.ref FROM traces AS t WHERE t.trace_id = {trace}) OR trace_ref IS NULL)"
+    " AND trace_id = {trace}"
 )
 
 
@@ -613,9 +613,12 @@ def lines_by_ref(db: sqlite3.Connection) -> bool:
     return row is not None
 
 
-def lines_of_trace(db: sqlite3.Connection) -> str:
-    """The condition on ``span_lines`` rows that selects the lines of the trace id bound to ``:trace_id``."""
-    return _LINES_BY_REF if lines_by_ref(db) else _LINES_BY_ID
+def lines_of_trace(db: sqlite3.Connection, trace: str = ":trace_id") -> str:
+    """The condition on ``span_lines`` rows that selects the lines of the trace id ``trace``.
+
+    ``trace`` is SQL: the parameter ``:trace_id`` by default, or an expression such as an outer query's column.
+    """
+    return (_LINES_BY_REF if lines_by_ref(db) else _LINES_BY_ID).format(trace=trace)
 
 
 def _summary_columns(replays: bool) -> str:
