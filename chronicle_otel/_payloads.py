@@ -21,6 +21,7 @@ from opentelemetry import trace as trace_api
 
 from ._internal.buffer import Payload
 from ._internal.digest import payload_digest
+from ._internal.names import module_name, qualified_name
 from ._internal.session_attrs import AttributeValue
 from .codec import encode, exception_attrs
 from .redact import Redactor, scrub_text
@@ -78,7 +79,7 @@ def error_payload(exc: BaseException, redactor: Redactor | None, secrets: list[s
     plain-data attributes (an SDK error's ``status_code``, ``body``)."""
     cls = type(exc)
     envelope: dict[str, Any] = {
-        "type": f"{cls.__module__}.{cls.__qualname__}",
+        "type": qualified_name(cls),  # under ``python -m pkg.mod``, pkg.mod's: the name a replay can resolve
         "message": exception_message(exc),
         "args": list(exc.args),
     }
@@ -99,7 +100,7 @@ _EXCEPTION_ESCAPED: Final = "exception.escaped"
 def add_exception_event(span: trace_api.Span, exc: BaseException, scrub: Callable[[str], str]) -> None:
     """``span.record_exception(exc, escaped=True)``, with the message and stack trace passed through ``scrub``."""
     cls = type(exc)
-    module = cls.__module__
+    module = module_name(cls.__module__)
     try:
         stacktrace = "".join(traceback.format_exception(cls, exc, exc.__traceback__))
     except Exception:

@@ -22,6 +22,7 @@ from typing import Any
 
 import orjson
 
+from . import semconv
 from ._internal import hooks
 from .codec import UnresolvedObject, decode, decode_value
 from .errors import CodecError, ReplayError
@@ -30,6 +31,9 @@ __all__ = ["Boundary", "CallKey", "Payload", "ReplayedError", "SpanRecord", "Tra
 
 CallKey = tuple[tuple[str, int], ...]
 """The chain of ``(boundary name, call index)`` from the root boundary down to a call."""
+
+
+_PAYLOAD_KEYS = {"input": semconv.INPUT_KEYS, "output": semconv.OUTPUT_KEYS, "error": semconv.ERROR_KEYS}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -256,10 +260,17 @@ class Boundary:
             return None
         if not payload.complete:
             where = f" at {self.span.origin}" if self.span.origin else ""
-            raise ReplayError(
-                f"the {what} of boundary {format_key(self.call_key)} (span {self.span_id}{where}) was truncated to "
-                f"{len(payload.text)} characters and the payload store has no copy of {payload.digest}; "
-                "load the trace with the store that recorded it (store=...)"
+            keys = _PAYLOAD_KEYS[what]
+            if self.span.attributes.get(keys.truncated) in (True, "true"):
+                raise ReplayError(
+                    f"the {what} of boundary {format_key(self.call_key)} (span {self.span_id}{where}) was truncated "
+                    f"to {len(payload.text)} characters and the payload store has no copy of {payload.digest}; "
+                    "load the trace with the store that recorded it (store=...)"
+                )
+            raise ReplayError(  # not cut on the span: its text was changed after it was recorded
+                f"the {what} of boundary {format_key(self.call_key)} (span {self.span_id}{where}) does not match its "
+                f"hash {payload.digest}: it was changed after it was recorded (an edited trace file?), and the "
+                "payload store has no copy of the recorded one"
             )
         try:
             return decode(payload.text, allow=self._allow(allow))

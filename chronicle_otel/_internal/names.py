@@ -8,6 +8,7 @@ A program started with ``python -m package.module`` runs that module as ``__main
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 
 def module_name(module: str) -> str:
@@ -17,3 +18,8 @@ def module_name(module: str) -> str:
     spec = getattr(sys.modules.get("__main__"), "__spec__", None)
     name = getattr(spec, "name", None)
     return name if isinstance(name, str) and name and name != "__main__" else module
+
+
+def qualified_name(obj: Any) -> str:
+    """``module.qualname`` of a class or function, its module named as :func:`module_name` names it."""
+    return f"{module_name(str(getattr(obj, '__module__', '?')))}.{getattr(obj, '__qualname__', '?')}"

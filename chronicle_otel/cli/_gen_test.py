@@ -222,12 +222,20 @@ def generate(trace: Trace, args: argparse.Namespace, out: TextIO) -> int:
     )
     _check_module(source, test_file, _imported_names(module_imports), len(imports.in_test))
     conftest, conftest_note = _conftest(directory, project)
+    if test_file.exists() and not args.force:
+        raise ChronicleError(f"{test_file} exists (a test you may have edited): give --name, or --force to replace it")
     for line in live_lines:
         print(f"gen-test: {clean(line)}", file=sys.stderr)
     for note in imports.notes:
         print(f"gen-test: {clean(note)}", file=sys.stderr)
-    if test_file.exists() and not args.force:
-        raise ChronicleError(f"{test_file} exists (a test you may have edited): give --name, or --force to replace it")
+    in_main = sorted({b.name for b in trace.boundaries if b.name.startswith("__main__.")})
+    if in_main:
+        print(
+            f"gen-test: warning: {clean(', '.join(in_main[:3]))}{' …' if len(in_main) > 3 else ''} "
+            "were recorded from a script run by path (__main__), a name no test can import: the test will not find "
+            "them. Record from a module (python -m yourapp), or give the boundaries names (name=...)",
+            file=sys.stderr,
+        )
     trace.save(trace_file)
     test_file.parent.mkdir(parents=True, exist_ok=True)
     test_file.write_text(source, encoding="utf-8")

@@ -170,12 +170,17 @@ def load_trace(
 
     Raises:
         TraceNotFoundError: the trace id is not in the source.
+        TypeError: ``trace_id`` is not a string.
         LoadLimitError: the source exceeds one of ``limits``.
         TraceLoadError: the source cannot be read, is not trace data, holds several traces and no id was given, or
             is a directory or pattern with no trace file or more than :data:`MAX_TRACE_FILES` of them.
         StoreError: a store directory is damaged, or the object store cannot be reached.
         ConfigError: the payload store setting is malformed.
     """
+    if trace_id is not None and not isinstance(trace_id, str):
+        raise TypeError(
+            f"trace_id is a str (32 hex digits, or 'latest' for a store) or None, not {type(trace_id).__name__}"
+        )
     with contextlib.ExitStack() as opened:  # the stores opened here are closed once the trace is built
         payloads = _payload_store(store, opened)
         if isinstance(source, str) and "://" in source:
@@ -274,7 +279,7 @@ def _sources(explicit: list[PayloadSource], local: StoreReader | None, opened: c
         chain.append(local)
     if local is None:
         default = default_store_path()
-        if is_store(default) and not any(
+        if (default / MANIFEST).is_file() and not any(  # asked only when sound: it was not named by the caller
             isinstance(s, StoreReader) and s.path.resolve() == default.resolve() for s in chain
         ):
             chain.append(opened.enter_context(contextlib.closing(StoreReader(default))))

@@ -66,7 +66,13 @@ def payload_from_span(
             decoded = None
         if decoded is not None and text_digest(decoded) == digest:
             return Payload(decoded, digest, "rehydrated"), None
-    warning = f"{keys[0]} {digest[:80]} is cut to {len(text)} characters and not in the store"
+    if attrs.get(keys[2]) is True or attrs.get(keys[2]) == "true":
+        warning = f"{keys[0]} {digest[:80]} is cut to {len(text)} characters and not in the store"
+    else:  # not cut on the span: the text was changed after it was recorded (an edited trace file)
+        warning = (
+            f"{keys[0]} does not match its hash {digest[:80]} (changed after it was recorded?) and the store has no "
+            "copy of the recorded one"
+        )
     return Payload(text, digest, "missing"), warning
 
 

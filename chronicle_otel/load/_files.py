@@ -9,6 +9,7 @@ bound is refused before it is read.
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import re
 import struct
@@ -190,9 +191,26 @@ def _slices(data: Buffer) -> Iterator[Buffer]:
         yield view[start : start + _READ_CHUNK]
 
 
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+
+
+def _open(path: Path) -> io.BufferedReader:
+    """``path`` opened for reading. Opened without blocking, then read blocking: opening a named pipe nobody writes
+    to would otherwise wait forever (reading it then finds its end), while a pipe with a writer (``<(zcat …)``)
+    is read as usual."""
+    fd = os.open(path, _OPEN_FLAGS)
+    try:
+        if _OPEN_FLAGS & getattr(os, "O_NONBLOCK", 0):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def _read_file(path: Path, budget: _Budget) -> bytes | bytearray:
     try:
-        with open(path, "rb") as handle:
+        with _open(path) as handle:
             head = handle.read(4)
             if head[:2] == _GZIP:
                 return _gunzip(_file_chunks(handle, head), budget)

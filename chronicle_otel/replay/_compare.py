@@ -6,6 +6,7 @@ from typing import Any
 
 import orjson
 
+from .._internal.names import qualified_name
 from ..codec import encode
 from ..errors import ReplayError
 from ..model import Boundary
@@ -60,7 +61,7 @@ class Comparer:
         message = str(exc) if redactor is None else scrub_text(redactor, str(exc), error_secrets(exc, secrets))
         recorded_type = envelope.get("type") if isinstance(envelope, dict) else None
         recorded_message = envelope.get("message") if isinstance(envelope, dict) else None
-        if recorded_type == f"{type(exc).__module__}.{type(exc).__qualname__}" and recorded_message == message:
+        if recorded_type == qualified_name(type(exc)) and recorded_message == message:
             return None
         return Finding(
             "output-changed", rec.call_key, f"now raises {type(exc).__name__}: {message}; recorded {describe(rec)}"

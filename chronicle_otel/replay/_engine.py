@@ -25,6 +25,7 @@ from .. import semconv
 from .._internal import hooks, netguard
 from .._internal.gc_pause import full_collections_spaced
 from .._internal.hooks import BoundarySpec, ReplayExtra
+from .._internal.names import qualified_name
 from .._internal.streams import AsyncStreamDriver, StreamDriver
 from .._session import current_session
 from ..codec import UnresolvedObject, encode_unscanned, value_scan
@@ -248,7 +249,7 @@ class ReplayRun:
             raise ReplayError(f"trace {self.trace.trace_id} has no boundary to rerun")
         found = hooks.boundaries(root.name)
         if root.function:
-            exact = [f for f in found if f"{f.__module__}.{f.__qualname__}" == root.function]
+            exact = [f for f in found if qualified_name(f) == root.function]
             found = exact or found
         if not found:
             hint = f" (recorded from {root.function})" if root.function else ""
@@ -256,7 +257,7 @@ class ReplayRun:
                 f"no boundary named {root.name!r} is defined in this process{hint}; import the module that "
                 "defines it before replaying (chronicle never imports modules named in a trace)"
             )
-        qualnames = {f"{f.__module__}.{f.__qualname__}" for f in found}
+        qualnames = {qualified_name(f) for f in found}
         if len(qualnames) > 1:
             raise ReplayError(
                 f"{len(qualnames)} different functions are named {root.name!r} ({', '.join(sorted(qualnames))}); "
@@ -265,9 +266,10 @@ class ReplayRun:
         return found[-1]  # the latest definition (a module reloaded, a function redefined)
 
     def _root_call(self, instance: Any, overrides: dict[str, Any]) -> Any:
-        assert self.trace.root is not None
-        fn = self.root_function()
-        values = self.trace.root.decode_input(self.allow)
+        fn = self.root_function()  # a ReplayError when the trace has no boundary or this process lacks it
+        root = self.trace.root
+        assert root is not None
+        values = root.decode_input(self.allow)
         target = fn.__get__(instance, type(instance)) if instance is not None else fn
         if isinstance(values, dict):
             values.update(overrides)
@@ -276,9 +278,10 @@ class ReplayRun:
             args, kwargs = list(values or ()), dict(overrides)
         else:
             raise ReplayError(
-                f"the recorded input of root boundary {self.trace.root.name!r} is a JSON {type(values).__name__}, "
+                f"the recorded input of root boundary {root.name!r} is a JSON {type(values).__name__}, "
                 "not the call's arguments; call the function yourself inside `with replay(...)`"
             )
+        _check_arguments(target, args, kwargs, root.name, self.trace.trace_id)
         if self._tokens:
             return target(*args, **kwargs)
         with self:
@@ -305,7 +308,8 @@ class ReplayRun:
             **overrides: arguments to pass instead of the recorded ones.
 
         Raises:
-            ReplayError: the root function is not defined in this process, or is async inside a running loop.
+            ReplayError: the trace has no boundary, its root function is not defined in this process, its recorded
+                input does not fit the function's signature, or it is async inside a running loop.
         """
         result = self._root_call(instance, overrides)
         if inspect.isawaitable(result):
@@ -759,13 +763,33 @@ def _arguments(fn: Any, values: dict[str, Any], *, bound: bool) -> tuple[list[An
         if p.kind is p.POSITIONAL_ONLY:
             args.append(value)
         elif p.kind is p.VAR_POSITIONAL:
+            if not isinstance(value, (list, tuple)):
+                raise ReplayError(f"the recorded *{p.name} is a {type(value).__name__}, not a list of arguments")
             args.extend(value)
         elif p.kind is p.VAR_KEYWORD:
+            if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+                raise ReplayError(f"the recorded **{p.name} is not an object of keyword arguments")
             kwargs.update(value)
         else:
             kwargs[p.name] = value
     kwargs.update(rest)
     return args, kwargs
+
+
+def _check_arguments(target: Any, args: list[Any], kwargs: dict[str, Any], name: str, trace_id: str) -> None:
+    """Refuse, before the call, recorded arguments the function's signature does not take now (a parameter renamed
+    since the recording, or a tampered trace): a ``TypeError`` from the call itself would be the function's own."""
+    try:
+        signature = inspect.signature(target)
+    except (TypeError, ValueError):  # not introspectable: the call decides
+        return
+    try:
+        signature.bind(*args, **kwargs)
+    except TypeError as exc:
+        raise ReplayError(
+            f"the recorded input of root boundary {name!r} (trace {trace_id}) does not fit its signature now: {exc}; "
+            "pass the arguments to rerun(...), or call the function yourself inside `with replay(...)`"
+        ) from None
 
 
 def replay(

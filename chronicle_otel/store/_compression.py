@@ -147,10 +147,10 @@ class LineCompressor:
         entries.sort(key=lambda p: _mtime(p))
         for path in reversed(entries):
             try:
-                data = _read_dict(path)
-            except StoreError:
+                dictionary = _dictionary(path, int(path.stem))
+                self._use(dictionary)
+            except (StoreError, _zstd.ZstdError):  # damaged or misnamed: lines written with it could not be read
                 continue
-            self._use(_zstd.ZstdCompressionDict(data))
             return
 
     def _use(self, dictionary: Any) -> None:
@@ -185,6 +185,24 @@ def _read_dict(path: Path) -> bytes:
     return data
 
 
+def _dictionary(path: Path, dict_id: int) -> Any:
+    """The zstd dictionary of a dictionary file, which must hold dictionary ``dict_id`` (its name).
+
+    Raises:
+        StoreError: the file is missing, not a regular file, too large, or not that dictionary.
+    """
+    assert _zstd is not None
+    data = _read_dict(path)
+    try:
+        dictionary = _zstd.ZstdCompressionDict(data, dict_type=_zstd.DICT_TYPE_FULLDICT)
+        found = dictionary.dict_id()
+    except _zstd.ZstdError as exc:
+        raise StoreError(f"damaged compression dictionary ({exc})", path) from None
+    if found != dict_id:
+        raise StoreError(f"compression dictionary {dict_id} holds dictionary {found}", path)
+    return dictionary
+
+
 _UNKNOWN_SIZE: Final = (1 << 64) - 2  # ZSTD_CONTENTSIZE_ERROR and ZSTD_CONTENTSIZE_UNKNOWN
 
 _decompressors: dict[tuple[str, int], Any] = {}
@@ -199,11 +217,12 @@ def _decompressor(root: Path, dict_id: int) -> Any:
     if found is not None:
         return found
     if dict_id:
-        data = _read_dict(root / DICTS / f"{dict_id}.zdict")
-        dictionary = _zstd.ZstdCompressionDict(data)
-        if dictionary.dict_id() != dict_id:
-            raise StoreError(f"compression dictionary {dict_id} holds dictionary {dictionary.dict_id()}", root / DICTS)
-        made = _zstd.ZstdDecompressor(dict_data=dictionary)
+        path = root / DICTS / f"{dict_id}.zdict"
+        dictionary = _dictionary(path, dict_id)
+        try:
+            made = _zstd.ZstdDecompressor(dict_data=dictionary)
+        except _zstd.ZstdError as exc:
+            raise StoreError(f"damaged compression dictionary ({exc})", path) from None
     else:
         made = _zstd.ZstdDecompressor()
     with _lock:

@@ -43,6 +43,7 @@ from typing import Any, Final
 from .._internal.digest import payload_digest
 from .._internal.errors import logger
 from .._internal.params import STORE_COMPRESS, resolve
+from ..errors import StoreError
 from ._compression import LineCompressor
 from .reader import INDEX, MANIFEST, STORE_FORMAT, StoreReader, _has_replay_column, lines_by_ref, lines_of_trace
 
@@ -227,6 +228,8 @@ class LocalStore(StoreReader):
         spans = store.read_spans(t.trace_id)
     """
 
+    _writes = True
+
     def __init__(
         self, path: str | os.PathLike[str] | None = None, *, durable: bool = True, compress: bool | None = None
     ) -> None:
@@ -314,8 +317,15 @@ class LocalStore(StoreReader):
         name = f"{time.strftime('%H%M%S', time.gmtime())}-{pid}-{os.urandom(4).hex()}.jsonl"
         rel = f"spans/{day}/{name}"
         full = self.path / rel
-        full.parent.mkdir(parents=True, exist_ok=True)
-        self._fd = os.open(full, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _O_BINARY | _O_CLOEXEC, 0o666)
+        folder = full.parent
+        # readers refuse segments reached through links: lines written there could never be read back
+        if folder.parent.is_symlink():
+            raise StoreError("span folder is a symbolic link or leads outside the store's spans/", folder.parent)
+        folder.mkdir(parents=True, exist_ok=True)
+        if folder.is_symlink() or not folder.resolve().is_relative_to(self.path.resolve() / "spans"):
+            raise StoreError("span folder is a symbolic link or leads outside the store's spans/", folder)
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_BINARY | _O_CLOEXEC
+        self._fd = os.open(full, flags, 0o666)  # a new name: never a file or link put there before
         self._segment_rel = rel
         self._segment_size = 0
         self._segment_pid = pid
@@ -565,6 +575,7 @@ class LocalStore(StoreReader):
 
 _O_BINARY: Final[int] = getattr(os, "O_BINARY", 0)
 _O_CLOEXEC: Final[int] = getattr(os, "O_CLOEXEC", 0)
+_O_NOFOLLOW: Final[int] = getattr(os, "O_NOFOLLOW", 0)
 
 DISK_FULL: Final = "disk full (ENOSPC / SQLITE_FULL / EFBIG file size limit)"
 READ_ONLY: Final = "store is read-only (EACCES/EROFS/SQLITE_READONLY)"

@@ -496,6 +496,8 @@ class _Counts:
 class _Collector(StoreReader):
     """One retention run over a store: plan on a snapshot, then remove, sweep payloads and compact segments."""
 
+    _writes = True
+
     def __init__(
         self,
         path: Path,
@@ -617,6 +619,15 @@ class _Collector(StoreReader):
         of_plan = lines_of_trace(db, "plan.trace_id")  # the lines of the plan row's trace, through the index
         db.execute(f"UPDATE temp.plan SET bytes = (SELECT COALESCE(SUM(length), 0) FROM span_lines WHERE {of_plan})")
         c.lines_before = db.execute("SELECT COALESCE(SUM(length), 0) FROM span_lines").fetchone()[0]
+        odd_size = db.execute(
+            "SELECT hash, size FROM payloads WHERE typeof(size) != 'integer' OR size < 0 LIMIT 1"
+        ).fetchone()
+        if odd_size is not None:  # the writer records byte counts: the size limit would count wrong
+            raise StoreError(
+                f"the payloads row of {str(odd_size[0])[:80]!r} holds size {str(odd_size[1])[:40]!r}, not a byte "
+                "count: the index was changed by something else than chronicle; nothing was removed",
+                self.path / INDEX,
+            )
         c.payload_bytes_before = db.execute("SELECT COALESCE(SUM(size), 0) FROM payloads").fetchone()[0]
 
     def _read_references(self, db: sqlite3.Connection) -> bool:

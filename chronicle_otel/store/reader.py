@@ -108,8 +108,11 @@ def default_store_path() -> Path:
 
 
 def is_store(path: str | os.PathLike[str]) -> bool:
-    """True when ``path`` is a directory holding a chronicle store (its manifest exists; nothing is opened)."""
-    return (Path(path) / MANIFEST).is_file()
+    """True when ``path`` is a directory holding a chronicle store (its manifest exists; nothing is opened).
+
+    A manifest that is not a regular file counts: opening the store then says what is wrong with it.
+    """
+    return os.path.lexists(Path(path) / MANIFEST)
 
 
 @dataclass(frozen=True)
@@ -170,6 +173,9 @@ class StoreReader:
         spans = store.read_spans(t.trace_id)
     """
 
+    _writes: bool = False
+    """True for the writing side (the writer, retention): an index with triggers is refused."""
+
     query_timeout: float = 60.0
     """Seconds one read of the index may take before it is interrupted with a :class:`StoreError`."""
 
@@ -188,12 +194,15 @@ class StoreReader:
         if self._db is not None:
             return self._db
         manifest = self.path / MANIFEST
-        if not manifest.exists():
+        if not os.path.lexists(manifest):
             if not create:
                 return None
             self._create()  # the first writer's manifest wins: read back below
         self._format = self._check_format(manifest)
-        db = sqlite3.connect(self.path / INDEX, timeout=30, check_same_thread=False, isolation_level=None)
+        try:
+            db = sqlite3.connect(self.path / INDEX, timeout=30, check_same_thread=False, isolation_level=None)
+        except sqlite3.Error as exc:  # a directory where the index should be, no permission to open it
+            raise StoreError(f"unreadable store index ({exc})", self.path / INDEX) from None
         try:
             self._prepare(db)
             db.set_progress_handler(self._past_deadline, _PROGRESS_STEPS)
@@ -227,6 +236,14 @@ class StoreReader:
         for name, kind, sql in rows:
             if kind != "table" or not (isinstance(sql, str) and sql.lstrip()[:12].upper() == "CREATE TABLE"):
                 raise StoreError(f"{_excerpt(name)} in the index is a {_excerpt(kind)}, not a table", self.path / INDEX)
+        if self._writes:  # chronicle creates no trigger: one would run inside every write (and could delete rows)
+            trigger = db.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' LIMIT 1").fetchone()
+            if trigger is not None:
+                raise StoreError(
+                    f"the index holds trigger {_excerpt(trigger[0])}, which chronicle never creates: it was changed by "
+                    "something else; nothing is written to it",
+                    self.path / INDEX,
+                )
         return len(rows)
 
     def _create(self) -> None:
@@ -414,7 +431,7 @@ class StoreReader:
             if db is None:
                 return None
             columns = _summary_columns(_has_replay_column(db))
-            row = db.execute(f"SELECT {columns} FROM traces WHERE trace_id=?", (trace_id.lower(),)).fetchone()
+            row = db.execute(f"SELECT {columns} FROM traces WHERE trace_id=?", (_key(trace_id),)).fetchone()
         return self._summary(row) if row else None
 
     def _summary(self, row: tuple[Any, ...]) -> TraceSummary:
@@ -481,7 +498,7 @@ class StoreReader:
                 return
             rows = db.execute(
                 f"SELECT segment, offset, length FROM span_lines WHERE {lines_of_trace(db)} ORDER BY rowid",
-                {"trace_id": trace_id.lower()},
+                {"trace_id": _key(trace_id)},
             ).fetchall()
             self._before_read()
         total = 0
@@ -602,6 +619,17 @@ _LINES_BY_REF: Final = (
     "(trace_ref = (SELECT t.ref FROM traces AS t WHERE t.trace_id = {trace}) OR trace_ref IS NULL)"
     " AND trace_id = {trace}"
 )
+
+
+def _key(trace_id: object) -> str:
+    """``trace_id`` as the index holds trace ids (lowercase).
+
+    Raises:
+        TypeError: it is not a string.
+    """
+    if not isinstance(trace_id, str):
+        raise TypeError(f"a trace id is a str of 32 hex digits, not {type(trace_id).__name__}")
+    return trace_id.lower()
 
 
 def lines_by_ref(db: sqlite3.Connection) -> bool:

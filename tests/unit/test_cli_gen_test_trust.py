@@ -171,5 +171,18 @@ def test_an_existing_test_is_not_replaced_without_force(recorder: Recorder, tmp_
     edited.write_text(edited.read_text() + "\n# my edit\n")
     code, _out, err = gen_test(recorder, tmp_path / "out", "--name", "cap")
     assert code == 2 and "exists" in err and "# my edit" in edited.read_text()
+    assert "LIVE" not in err  # refused before anything else is said
     assert gen_test(recorder, tmp_path / "out", "--name", "cap", "--force")[0] == 0
     assert "# my edit" not in edited.read_text()
+
+
+def test_boundaries_recorded_under_main_are_warned_about(recorder: Recorder, tmp_path: Path) -> None:
+    @chronicle.boundary(kind="agent", name="__main__.run_agent")  # what a script run by path records, unnamed
+    def run_agent(task: str) -> str:
+        return task
+
+    run_agent("sell")
+    recorder.config.force_flush()
+    code, _out, err = gen_test(recorder, tmp_path / "out")
+    assert code == 0
+    assert "__main__.run_agent were recorded from a script run by path" in err and "python -m yourapp" in err

@@ -251,6 +251,26 @@ def test_missing_payload_is_flagged_and_replay_fails_naming_the_file(recorder: R
         run.rerun()
 
 
+def test_a_payload_edited_after_recording_is_said_to_be_changed_not_cut(recorder: Recorder, tmp_path: Path) -> None:
+    @chronicle.boundary(kind="tool", name="small")
+    def small(n: int) -> int:
+        return n
+
+    small(0)
+    recorder.config.force_flush()
+    path = chronicle.load_trace(recorder.store, "latest").save(tmp_path / "t.jsonl")
+    path.write_text(path.read_text().replace('{\\"n\\":0}', '{\\"n\\":7}'))  # the hash is left as it was
+    trace = chronicle.load_trace(path, store=tmp_path / "no-store")
+    [b] = trace.boundaries
+    assert b.raw_input is not None and b.raw_input.text == '{"n":7}' and not b.raw_input.complete
+    assert any("does not match its hash" in w and "changed after it was recorded" in w for w in trace.warnings)
+    assert not any("cut to" in w for w in trace.warnings)
+    with pytest.raises(
+        chronicle.ReplayError, match=r"does not match its hash .*: it was changed after it was recorded"
+    ):
+        b.input  # noqa: B018
+
+
 def test_save_writes_a_portable_self_contained_file(recorder: Recorder, tmp_path: Path) -> None:
     tid = _record_big(recorder)
     trace = chronicle.load_trace(recorder.store, tid)

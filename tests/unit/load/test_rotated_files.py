@@ -5,6 +5,8 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -114,3 +116,42 @@ def test_the_number_of_files_is_bounded(tmp_path: Path, monkeypatch: pytest.Monk
         with pytest.raises(chronicle.TraceLoadError, match="more than 3 trace files; name fewer with a glob pattern"):
             chronicle.load_trace(source)
     assert load.MAX_TRACE_FILES == 3 and "MAX_TRACE_FILES" in load.__all__
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes")
+def test_a_named_pipe_given_as_the_file_is_read_without_waiting_for_a_writer(tmp_path: Path) -> None:
+    pipe = tmp_path / "pipe.jsonl"
+    os.mkfifo(pipe)
+    outcome: list[BaseException | None] = []
+
+    def load() -> None:
+        try:
+            chronicle.load_trace(pipe)
+        except BaseException as exc:
+            outcome.append(exc)
+        else:
+            outcome.append(None)
+
+    reader = threading.Thread(target=load, daemon=True)
+    reader.start()
+    reader.join(30)  # a blocking open would wait here forever
+    assert not reader.is_alive()
+    assert isinstance(outcome[0], chronicle.TraceLoadError)  # nothing written: no trace data, said as such
+
+    def write() -> None:
+        with open(pipe, "wb") as out:  # a pipe with a writer (``<(zcat …)``) is read as usual
+            for line in (request(ROOT, CHILD, SERVICE),):
+                out.write((json.dumps(line) + "\n").encode())
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    start = time.monotonic()
+    trace = None
+    while trace is None and time.monotonic() - start < 30:
+        try:
+            trace = chronicle.load_trace(pipe)
+        except chronicle.TraceLoadError:  # opened before the writer: its end came first; open again
+            time.sleep(0.05)
+    writer.join(30)
+    assert trace is not None
+    check_whole(trace)

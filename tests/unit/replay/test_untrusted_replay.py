@@ -216,3 +216,47 @@ def test_show_escapes_terminal_control_sequences(recorder: Recorder, project: Pa
     assert "\x1b" not in text and "\r" not in text and "\x07" not in text and "\u202e" not in text
     assert "evil\\x1b[2J\\x1b]0;owned\\x07\\r\\u202eagent" in text
     assert textwrap.dedent(text).count("\n") >= 3
+
+
+@pytest.mark.parametrize(
+    ("recorded", "complaint"),
+    [
+        ({"prompt": "sell", "evil": 2}, "unexpected keyword argument 'evil'"),
+        ({}, "missing a required argument: 'prompt'"),
+        ([1, 2, 3], "too many positional arguments"),
+    ],
+)
+def test_a_root_input_the_signature_does_not_take_is_a_replay_error(
+    recorder: Recorder, project: Path, recorded: Any, complaint: str
+) -> None:
+    path = recorded_file(recorder, project)
+    tamper(path, "evil.agent", {sc.INPUT: orjson.dumps(recorded).decode()})
+    trace = chronicle.load_trace(path)
+    with chronicle.replay(trace) as run, pytest.raises(chronicle.ReplayError) as caught:
+        run.rerun()
+    assert complaint in str(caught.value)
+    assert "'evil.agent'" in str(caught.value) and trace.trace_id in str(caught.value)
+
+
+def test_the_function_s_own_type_error_is_not_turned_into_a_replay_error(recorder: Recorder) -> None:
+    @chronicle.boundary(kind="agent", name="strict.agent")
+    def agent(prompt: str) -> str:
+        if prompt.startswith("sell"):
+            raise TypeError("the agent's own complaint")
+        return prompt
+
+    agent("buy")
+    recorder.config.force_flush()
+    trace = chronicle.load_trace(recorder.store, "latest")
+    with chronicle.replay(trace) as run, pytest.raises(TypeError, match="the agent's own complaint"):
+        run.rerun(prompt="sell")
+
+
+def test_replaying_a_trace_without_boundaries_is_a_replay_error(tmp_path: Path) -> None:
+    span = {"traceId": "ab" * 16, "spanId": "cd" * 8, "name": "GET /", "startTimeUnixNano": "1", "endTimeUnixNano": "2"}
+    path = tmp_path / "plain.jsonl"
+    path.write_bytes(orjson.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}) + b"\n")
+    trace = chronicle.load_trace(path)
+    assert trace.boundaries == ()
+    with chronicle.replay(trace) as run, pytest.raises(chronicle.ReplayError, match="has no boundary to rerun"):
+        run.rerun()

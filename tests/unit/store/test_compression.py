@@ -191,3 +191,50 @@ def test_retention_reads_payload_references_inside_frames(tmp_path: Path) -> Non
     apply_retention(recorder.path, RetentionPolicy(), grace=0)
     with contextlib.closing(StoreReader(recorder.path)) as reader:
         assert reader.has_payload(digest)  # still referenced by the kept (compressed) line
+
+
+def _trained() -> zstandard.ZstdCompressionDict:
+    samples = [f'{{"line": {i}, "words": "{" ".join(WORDS * 5)}"}}'.encode() for i in range(300)]
+    return zstandard.train_dictionary(4096, samples)
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (lambda d: d.as_bytes()[:8] + b"\0" * 500, "damaged compression dictionary"),  # its id, then junk
+        (lambda d: os.urandom(600), "holds dictionary 0"),  # read as a raw dictionary, it would be id 0
+    ],
+)
+def test_a_damaged_dictionary_is_a_store_error_naming_it(tmp_path: Path, content: Any, message: str) -> None:
+    trained = _trained()
+    frame = zstandard.ZstdCompressor(dict_data=trained).compress(b'{"resourceSpans": []}')
+    (tmp_path / "dicts").mkdir()
+    path = tmp_path / "dicts" / f"{trained.dict_id()}.zdict"
+    path.write_bytes(content(trained))
+    with pytest.raises(StoreError, match=message) as caught:
+        inflate(frame, tmp_path, tmp_path / "seg", 0, 1 << 20)
+    assert str(path) in str(caught.value)
+
+
+def test_the_writer_skips_a_damaged_dictionary_and_every_line_stays_readable(tmp_path: Path) -> None:
+    store = tmp_path / ".chronicle"
+    (store / "dicts").mkdir(parents=True)
+    trained = _trained()
+    junk = store / "dicts" / f"{trained.dict_id()}.zdict"
+    junk.write_bytes(trained.as_bytes()[:8] + b"\0" * 500)
+    misnamed = store / "dicts" / "123.zdict"  # a good dictionary under another id's name: frames would name 'its' id
+    misnamed.write_bytes(trained.as_bytes())
+    os.utime(junk, (2_000_000_000, 2_000_000_000))  # the newest: tried first
+    recorder = make_recorder(tmp_path)
+    for n in range(20):
+        agent("sell", n)
+    recorder.config.force_flush()
+    with contextlib.closing(StoreReader(store)) as reader:
+        traces = reader.list_traces()
+    assert len(traces) == 20
+    for summary in traces:
+        assert chronicle.load_trace(store, summary.trace_id).root.output["quantity"] >= 0  # type: ignore[union-attr]
+    for segment in _segments(store):
+        data = segment.read_bytes()
+        assert data.startswith(MAGIC)
+        assert zstandard.get_frame_parameters(data).dict_id == 0  # neither the damaged nor the misnamed one

@@ -163,6 +163,24 @@ def test_a_manifest_linked_to_a_device_is_refused(store: Path) -> None:
         StoreReader(store).list_traces()
 
 
+@pytest.mark.parametrize("shape", ["directory", "dangling link"] + (["pipe"] if hasattr(os, "mkfifo") else []))
+def test_a_manifest_that_is_no_file_is_named_by_every_way_in(store: Path, shape: str) -> None:
+    from chronicle_otel.cli import main
+
+    (store / MANIFEST).unlink()
+    if shape == "directory":
+        (store / MANIFEST).mkdir()
+    elif shape == "pipe":
+        os.mkfifo(store / MANIFEST)
+    else:
+        (store / MANIFEST).symlink_to(store / "gone.json")
+    with pytest.raises(StoreError, match=r"store manifest (is not a regular file|\(No such file)"):
+        StoreReader(store).list_traces()
+    with pytest.raises(StoreError, match=r"store manifest (is not a regular file|\(No such file)"):
+        chronicle.load_trace(store, TID)
+    assert main(["list", "--store", str(store)]) != 0
+
+
 @pytest.mark.parametrize(
     ("content", "message"),
     [
@@ -254,3 +272,30 @@ def test_summary_errors_name_the_trace(store: Path) -> None:
     with pytest.raises(StoreError, match=f"trace {TID}: start_ns"):
         reader.trace_summary(TID)
     reader.close()
+
+
+@pytest.mark.parametrize("trace_id", [12345, b"0af7651916cd43dd8448eb211c80319c", None, ["latest"]])
+def test_a_trace_id_that_is_not_a_string_is_a_clear_type_error(store: Path, trace_id: object) -> None:
+    with contextlib.closing(StoreReader(store)) as reader:
+        for method in (reader.read_spans, reader.read_requests, reader.trace_summary):
+            with pytest.raises(TypeError, match="a trace id is a str of 32 hex digits"):
+                method(trace_id)  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="a trace id is a str"):
+            list(reader.iter_lines(trace_id))  # type: ignore[arg-type]
+    if trace_id is not None:
+        with pytest.raises(TypeError, match="trace_id is a str"):
+            chronicle.load_trace(store, trace_id)  # type: ignore[arg-type]
+
+
+def test_an_index_with_a_trigger_is_read_but_never_written(store: Path) -> None:
+    from chronicle_otel.store import apply_retention
+
+    _sql(store, "CREATE TRIGGER wipe AFTER INSERT ON span_lines BEGIN DELETE FROM payloads; END")
+    with contextlib.closing(StoreReader(store)) as reader:
+        assert [t.trace_id for t in reader.list_traces()] == [TID]  # reading runs no trigger
+    writer = LocalStore(store, durable=False)
+    with pytest.raises(StoreError, match="holds trigger 'wipe', which chronicle never creates"):
+        writer.write_batch([TraceRecord("1" * 32, _line("1" * 32), 1, 0, None, None, None)])
+    writer.close()
+    with pytest.raises(StoreError, match="holds trigger"):
+        apply_retention(store, grace=0)

@@ -563,6 +563,37 @@ def test_no_store_is_an_error(tmp_path: Path) -> None:
         gc(tmp_path, {"success_rate": 0.5})  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("size", ["big", -5000, 1.5, b"\x00"])
+def test_a_payload_size_that_is_no_byte_count_is_a_store_error_and_nothing_goes(tmp_path: Path, size: Any) -> None:
+    path = tmp_path / "store"
+    store = LocalStore(path, durable=False)
+    removed = tid(2, sampled=False)
+    put(store, removed, refs=(payload(2),))
+    store.put_payload(*payload(4))
+    store.close()
+    with contextlib.closing(sqlite3.connect(path / "index.sqlite3")) as db, db:
+        db.execute("UPDATE payloads SET size = ? WHERE hash = ?", (size, payload(4)[0]))
+    for dry_run in (True, False):
+        with pytest.raises(StoreError, match="not a byte count") as caught:
+            gc(path, RetentionPolicy(success_rate=0.5), dry_run=dry_run)
+        assert payload(4)[0][:20] in str(caught.value) and "index.sqlite3" in str(caught.value)
+    assert trace_ids(path) == {removed}  # nothing was removed
+
+
+def test_an_index_that_cannot_be_opened_is_a_store_error(tmp_path: Path) -> None:
+    path = tmp_path / "store"
+    store = LocalStore(path, durable=False)
+    put(store, tid(1, sampled=True))
+    store.close()
+    for name in ("index.sqlite3", "index.sqlite3-wal", "index.sqlite3-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            (path / name).unlink()
+    (path / "index.sqlite3").mkdir()
+    for dry_run in (True, False):
+        with pytest.raises(StoreError, match="unreadable store index"):
+            gc(path, dry_run=dry_run)
+
+
 # ------------------------------------------------------------------------------------------------ concurrency
 
 WRITER = """

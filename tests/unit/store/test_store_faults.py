@@ -407,3 +407,49 @@ def plain_store_lines(monkeypatch: pytest.MonkeyPatch) -> None:
     """These tests read, size or damage segment bytes by hand: the store writes them as plain JSON lines here
     (tests/unit/store/test_compression.py covers the compressed form)."""
     monkeypatch.setenv("CHRONICLE_STORE_COMPRESS", "false")
+
+
+@pytest.mark.skipif(not hasattr(os, "symlink"), reason="symbolic links")
+@pytest.mark.parametrize("linked", ["day", "spans"])
+def test_a_span_folder_that_is_a_link_is_never_written_through(tmp_path: Path, linked: str) -> None:
+    import time
+
+    store_dir, outside = tmp_path / "store", tmp_path / "outside"
+    outside.mkdir()
+    store_dir.mkdir()
+    day = time.strftime("%Y-%m-%d", time.gmtime())
+    if linked == "day":
+        (store_dir / "spans").mkdir()
+        os.symlink(outside, store_dir / "spans" / day)
+    else:
+        os.symlink(outside, store_dir / "spans")
+    store = LocalStore(store_dir, durable=False)
+    with pytest.raises(chronicle.StoreError, match="symbolic link or leads outside") as caught:
+        store.write_batch([record(1)])
+    assert str(store_dir / "spans") in str(caught.value)
+    assert store.failed_spans == 1  # counted, and reported by the exporter once
+    store.close()
+    assert list(outside.rglob("*")) == []
+    with contextlib.closing(StoreReader(store_dir)) as reader:
+        assert reader.list_traces() == []  # nothing indexed that could not be read back
+
+
+def test_a_segment_name_taken_by_a_link_is_never_followed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    store = LocalStore(tmp_path / "store", durable=False)
+    store.write_batch([record(1)])
+    [segment] = list((tmp_path / "store" / "spans").rglob("*.jsonl"))
+    store.close()
+    monkeypatch.setattr(os, "urandom", lambda n: bytes.fromhex(segment.name.split("-")[-1][:8]))
+    monkeypatch.setattr(os, "getpid", lambda: int(segment.name.split("-")[1]))
+    monkeypatch.setattr(
+        "time.strftime", lambda fmt, *a: segment.name.split("-")[0] if fmt == "%H%M%S" else segment.parent.name
+    )
+    segment.unlink()
+    os.symlink(victim, segment)
+    store = LocalStore(tmp_path / "store", durable=False)
+    with pytest.raises(OSError):
+        store.write_batch([record(2)])
+    store.close()
+    assert victim.read_text() == "precious"
