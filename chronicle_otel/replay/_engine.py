@@ -783,8 +783,12 @@ def _check_arguments(target: Any, args: list[Any], kwargs: dict[str, Any], name:
         signature = inspect.signature(target)
     except (TypeError, ValueError):  # not introspectable: the call decides
         return
+    # Under another decorator (``functools.wraps``) the signature shown is the inner function's, which may take
+    # arguments the decorator supplies itself: then only names and counts it cannot take are refused here.
+    wrapped = getattr(target, "__wrapped__", None)
+    exact = wrapped is not None and not hasattr(wrapped, "__wrapped__")
     try:
-        signature.bind(*args, **kwargs)
+        (signature.bind if exact else signature.bind_partial)(*args, **kwargs)
     except TypeError as exc:
         raise ReplayError(
             f"the recorded input of root boundary {name!r} (trace {trace_id}) does not fit its signature now: {exc}; "

@@ -260,3 +260,25 @@ def test_replaying_a_trace_without_boundaries_is_a_replay_error(tmp_path: Path) 
     assert trace.boundaries == ()
     with chronicle.replay(trace) as run, pytest.raises(chronicle.ReplayError, match="has no boundary to rerun"):
         run.rerun()
+
+
+def test_a_decorator_under_the_boundary_may_supply_arguments_itself(recorder: Recorder) -> None:
+    import functools
+
+    def inject_db(fn: Any) -> Any:
+        @functools.wraps(fn)  # shows fn's signature, (prompt, db), though it takes prompt alone
+        def wrapper(prompt: str) -> str:
+            return fn(prompt, db="the db")
+
+        return wrapper
+
+    @chronicle.boundary(kind="agent", name="injected.agent")
+    @inject_db
+    def agent(prompt: str, db: str) -> str:
+        return f"{prompt} with {db}"
+
+    assert agent("sell") == "sell with the db"
+    recorder.config.force_flush()
+    trace = chronicle.load_trace(recorder.store, "latest")
+    with chronicle.replay(trace) as run:
+        assert run.rerun() == "sell with the db"
