@@ -13,6 +13,7 @@ status description.
 
 from __future__ import annotations
 
+import contextlib
 import traceback
 from collections.abc import Callable
 from typing import Any, Final
@@ -23,8 +24,8 @@ from ._internal.buffer import Payload
 from ._internal.digest import payload_digest
 from ._internal.names import module_name, qualified_name
 from ._internal.session_attrs import AttributeValue
-from .codec import encode, exception_attrs
-from .redact import Redactor, scrub_text
+from .codec import encode, encode_unscanned, exception_attrs, to_json_value
+from .redact import Redactor, redact_stream, scrub_text
 from .semconv import PayloadKeys
 
 Pending = list[Payload]
@@ -49,6 +50,14 @@ def put_payload(
     attrs[keys.hash] = digest
 
 
+def encode_stream(items: list[Any], redactor: Redactor | None) -> bytes:
+    """The items a stream yielded, encoded and redacted, a secret spread over several items too."""
+    data, scan = encode_unscanned(items, redact=redactor)
+    if redactor is not None:
+        data = redact_stream(data, redactor)
+    return data if scan is None else scan(data)
+
+
 def exception_message(exc: BaseException) -> str:
     """``str(exc)``, or a placeholder when that raises."""
     try:
@@ -71,6 +80,17 @@ class _ErrorScrubber:
 
     def redact_text(self, text: str) -> str:
         return scrub_text(self.redactor, text, self.secrets)
+
+
+def secrets_of_error(exc: BaseException, redactor: Redactor) -> list[str]:
+    """The values ``exc`` holds under secret names, in its args or its public attributes (``exc.api_key``,
+    ``RuntimeError({"db_password": …})``): its message may repeat them, and is scrubbed of them."""
+    found: list[str] = []
+    with contextlib.suppress(Exception):  # what was found before a failure is scrubbed
+        to_json_value(
+            {"args": list(exc.args), "attrs": exception_attrs(exc)}, redact=redactor.redact_key, secrets=found
+        )
+    return found
 
 
 def error_payload(exc: BaseException, redactor: Redactor | None, secrets: list[str]) -> bytes:

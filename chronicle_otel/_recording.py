@@ -32,7 +32,15 @@ from ._internal.hooks import ReplayExtra
 from ._internal.session_attrs import SESSION_ATTRIBUTES, AttributeValue
 from ._internal.span_attrs import set_clean_attributes
 from ._internal.streams import AsyncStreamDriver, StreamDriver, StreamState
-from ._payloads import Pending, add_exception_event, error_payload, exception_message, put_payload
+from ._payloads import (
+    Pending,
+    add_exception_event,
+    encode_stream,
+    error_payload,
+    exception_message,
+    put_payload,
+    secrets_of_error,
+)
 from .adapters import RecordingProxy, StreamAdapter, StreamRecorder
 from .codec import encode, encode_unscanned
 from .config import ChronicleConfig, get_config
@@ -133,7 +141,7 @@ class Call:
         attrs = self.attrs
         config = self.config
         redactor = config.redact
-        secrets = error_secrets(exc, self.secrets) if redactor is not None else []
+        secrets = error_secrets(exc, [*self.secrets, *secrets_of_error(exc, redactor)]) if redactor is not None else []
 
         def scrub(text: str) -> str:
             return text if redactor is None else scrub_text(redactor, text, secrets)
@@ -141,7 +149,7 @@ class Call:
         cap = config.max_attribute_length
         put_payload(attrs, self.pending, semconv.ERROR_KEYS, error_payload(exc, redactor, secrets), cap)
         if partial is not None:
-            put_payload(attrs, self.pending, semconv.OUTPUT_KEYS, encode(partial, redact=redactor), cap)
+            put_payload(attrs, self.pending, semconv.OUTPUT_KEYS, encode_stream(partial, redactor), cap)
             attrs[semconv.STREAM_STATE] = "error"
             attrs[semconv.STREAM_ITEMS] = len(partial)
         span = self.span
@@ -158,7 +166,7 @@ class Call:
                 if self.recording:
                     config = self.config
                     attrs = self.attrs
-                    data = encode(items, redact=config.redact)
+                    data = encode_stream(items, config.redact)
                     put_payload(attrs, self.pending, semconv.OUTPUT_KEYS, data, config.max_attribute_length)
                     attrs[semconv.STREAM_STATE] = state
                     attrs[semconv.STREAM_ITEMS] = len(items)
@@ -285,7 +293,13 @@ def _scrubbed(attributes: Any, config: ChronicleConfig) -> dict[str, Any]:
     return out
 
 
-_PASSED_ON: Final = StreamAdapter(is_stream=lambda value: isinstance(value, RecordingProxy))
+def _is_proxy(value: Any) -> bool:
+    """True for a stream another boundary is recording. Reads the value's real type: ``isinstance`` would ask the
+    value's ``__class__``, which an object may compute, and raise from."""
+    return issubclass(type(value), RecordingProxy)
+
+
+_PASSED_ON: Final = StreamAdapter(is_stream=_is_proxy)
 """For a boundary that returns a stream another boundary is recording (a function returning ``create(stream=True)``):
 recorded as a stream too, as the consumer reads it; replayed as a :class:`~chronicle_otel.adapters.ReplayedStream`."""
 
@@ -336,7 +350,7 @@ def run_sync(
     adapter = spec.stream_adapter
     if adapter is not None:
         return _adapt(spec, adapter, call, result)
-    if isinstance(result, RecordingProxy):
+    if _is_proxy(result):
         return _adapt(spec, _PASSED_ON, call, result)
     call.succeed(result)
     return result
@@ -365,7 +379,7 @@ async def run_async(
     adapter = spec.stream_adapter
     if adapter is not None:
         return _adapt(spec, adapter, call, result)
-    if isinstance(result, RecordingProxy):
+    if _is_proxy(result):
         return _adapt(spec, _PASSED_ON, call, result)
     call.succeed(result)
     return result

@@ -13,8 +13,8 @@ Usage::
     def handle(msg): ...
 
 Each boundary span carries ``chronicle.session.<key>`` for every process-wide and contextual
-variable; inner sessions override outer ones. Secrets are redacted when the session is created, with
-the rules of the process-wide configuration (key names such as ``api_key``, value formats such as
+variable; inner sessions override outer ones. Secrets are redacted when the session is entered, with
+the rules of the process-wide configuration then (key names such as ``api_key``, value formats such as
 ``sk-…``): ``session(api_key="sk-…")`` records ``chronicle.session.api_key = "[REDACTED]"``.
 Values live in a :mod:`contextvars` variable, so they follow asyncio tasks and
 ``contextvars.copy_context()`` into threads, and are restored when the block exits, even on error.
@@ -63,11 +63,22 @@ class session:
     """
 
     def __init__(self, **values: Any) -> None:
-        self._attrs = session_attributes(values, _active_redactor())
+        self._values = values
+        self._redactor = _active_redactor()
+        self._attrs = session_attributes(values, self._redactor)
         self._tokens: list[contextvars.Token[Mapping[str, AttributeValue]]] = []
 
+    def _current(self) -> dict[str, AttributeValue]:
+        """The variables as the rules active now redact them: a session made before ``configure()`` (at import)
+        follows the rules configured since."""
+        redactor = _active_redactor()
+        if redactor is not self._redactor:
+            self._attrs = session_attributes(self._values, redactor)
+            self._redactor = redactor
+        return self._attrs
+
     def __enter__(self) -> session:
-        merged = {**SESSION_ATTRIBUTES.get(), **self._attrs}
+        merged = {**SESSION_ATTRIBUTES.get(), **self._current()}
         self._tokens.append(SESSION_ATTRIBUTES.set(MappingProxyType(merged)))
         return self
 
@@ -78,11 +89,12 @@ class session:
 
     def __call__(self, func: _F) -> _F:
         """Decorate ``func`` so each call runs inside this session."""
-        attrs = self._attrs
 
         def scope() -> session:
             fresh = session.__new__(session)
-            fresh._attrs = attrs
+            fresh._attrs = self._current()
+            fresh._values = self._values
+            fresh._redactor = self._redactor
             fresh._tokens = []
             return fresh
 

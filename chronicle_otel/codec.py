@@ -30,6 +30,7 @@ import dataclasses
 import datetime as _dt
 import enum
 import math
+import re
 import sys
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -49,6 +50,7 @@ from .redact import (
     Redactor,
     collect_secrets,
     key_filter,
+    redact_assignments,
     redact_encoded,
     redact_tree,
     resolve,
@@ -174,7 +176,7 @@ class _Walker:
         if cls is float:
             return value if math.isfinite(value) else {TAG: "float", "value": repr(value)}
         if depth >= MAX_DEPTH:
-            return _unencodable(value, "nested deeper than MAX_DEPTH")
+            return _unencodable(value, "nested deeper than MAX_DEPTH", self.redact)
         ident = id(value)
         active = self.active
         if ident in active:
@@ -192,7 +194,7 @@ class _Walker:
                 encoder = _find_encoder(cls)  # may run a hostile metaclass's __getattr__ or __subclasscheck__
             return encoder(value, self, depth + 1)
         except Exception as exc:
-            return _unencodable(value, _reason(exc))
+            return _unencodable(value, _reason(exc), self.redact)
         finally:
             active.discard(ident)
 
@@ -231,7 +233,12 @@ class _Walker:
         return {TAG: "dict", "items": items}
 
 
-def _unencodable(value: Any, reason: str) -> dict[str, Any]:
+def _unencodable(value: Any, reason: str, redact: KeyFilter | None = None) -> dict[str, Any]:
+    """The ``unencodable`` tag of ``value``: its class and its ``repr``, cut to 1,000 characters.
+
+    With ``redact``, what the text assigns to a secret name (``password='…'``, ``'api_key': '…'``,
+    ``token=…``) is redacted first: a value kept as text is out of reach of redaction by key.
+    """
     cls = type(value)
     module = type.__dict__["__module__"].__get__(cls)
     name = f"{module_name(module) if isinstance(module, str) else module}.{type.__dict__['__qualname__'].__get__(cls)}"
@@ -243,14 +250,31 @@ def _unencodable(value: Any, reason: str) -> dict[str, Any]:
             raise TypeError("__repr__ returned a non-string")
     except Exception:
         text = f"<{name} object: repr failed>"
-    if len(text) > 1000:
-        text = text[:1000] + "…"
+    text = _cut(text, _REPR_CUT)
+    if redact is not None:
+        text = redact_assignments(text, redact)
+        reason = redact_assignments(reason, redact)
     return {TAG: "unencodable", "class": name, "repr": text, "reason": reason}
+
+
+_REPR_CUT: Final = 1000
+_TOKEN_RUN = re.compile(r"[A-Za-z0-9_\-.+/=~]{0,256}")
+
+
+def _cut(text: str, limit: int) -> str:
+    """``text`` cut to about ``limit`` characters, never inside a run of token characters shorter than 256.
+
+    A key or token across the cut stays whole, for the scan for secret values to find: a part of one would pass it.
+    """
+    if len(text) <= limit:
+        return text
+    end = _TOKEN_RUN.match(text, limit)
+    return text[: end.end() if end is not None else limit] + "…"
 
 
 def _reason(exc: Exception) -> str:
     try:
-        return f"{type(exc).__name__}: {exc}"[:500]
+        return _cut(f"{type(exc).__name__}: {exc}"[:1000], 500)
     except Exception:
         return type(exc).__name__
 
@@ -434,7 +458,7 @@ def _enc_registered(entry: _Registered) -> _Encoder:
 
 
 def _enc_unencodable(v: Any, w: _Walker, d: int) -> Any:
-    return _unencodable(v, "no encoder for this type")
+    return _unencodable(v, "no encoder for this type", w.redact)
 
 
 def _safe_str(v: object) -> str:

@@ -73,7 +73,9 @@ __all__ = [
     "collect_secrets",
     "error_secrets",
     "key_filter",
+    "redact_assignments",
     "redact_encoded",
+    "redact_stream",
     "redact_tree",
     "resolve",
     "scrub_text",
@@ -116,6 +118,7 @@ DEFAULT_KEY_PATTERNS: Final[tuple[str, ...]] = (
     r"auth(?:orization)?",
     r"credentials?",
     r"(?:private|signing|encryption|master|stripe|secret)[_-]?key(?:[_-]?(?:pem|der|b64|base64|hex|bytes|data))?",
+    r"(?:auth|access|account|subscription|client|app|shared)[_-]?key",
     r"(?:set[_-]?)?cookie",
     r"session[_-]?id",
     r"jwt",
@@ -127,13 +130,14 @@ DEFAULT_KEY_PATTERNS: Final[tuple[str, ...]] = (
     r"dsn",
 )
 """Secret names, matched case-insensitively against a whole key or argument name or its last segment
-(after ``_``, ``-``, ``.``, a space, or a camelCase boundary): ``password``, ``db_password``, ``apiKey``,
-``X-Api-Key``, ``client_secret``, ``clientSecret``, ``aws_secret_access_key``, ``access_token``,
-``Authorization``, ``bearer``, ``private_key_pem``, ``signing_key``, ``stripe_key``, ``Cookie``,
+(after ``_``, ``-``, ``.``, a space, or a camelCase boundary, an acronym's end included): ``password``,
+``db_password``, ``DBPassword``, ``apiKey``, ``OpenAIApiKey``, ``X-Api-Key``, ``X-Auth-Key``, ``client_secret``,
+``clientSecret``, ``JWTSecret``, ``aws_secret_access_key``, ``access_token``, ``Authorization``, ``bearer``,
+``private_key_pem``, ``signing_key``, ``stripe_key``, ``AccountKey``, ``Ocp-Apim-Subscription-Key``, ``Cookie``,
 ``connection_string``… but not ``max_tokens``, ``input_tokens``, ``token_count``, ``author``,
 ``keyboard``, ``monkey`` or ``passage``."""
 
-_LAST_SEGMENT = r"(?:.*[_.\-\s]|.*(?-i:[a-z0-9](?=[A-Z])))?"
+_LAST_SEGMENT = r"(?:.*[_.\-\s]|.*(?-i:[a-z0-9](?=[A-Z]))|.*(?-i:[A-Z](?=[A-Z][a-z])))?"
 
 DEFAULT_SECRET_PATTERN: Final = r"(?i)" + _LAST_SEGMENT + r"(?:" + "|".join(DEFAULT_KEY_PATTERNS) + r")"
 """:data:`DEFAULT_KEY_PATTERNS` as one regular expression for :func:`key_filter` (a full match is a secret)."""
@@ -450,6 +454,30 @@ def _redact_json_strings(data: bytes, fn: Callable[[str], str]) -> bytes:
     return orjson.dumps(_map_strings(orjson.loads(data), fn), option=orjson.OPT_SORT_KEYS)
 
 
+_NAME_BEFORE = re.compile(r"(?P<key>[A-Za-z_][\w.\-]{0,63})[ \t]*$")
+_VALUE_AFTER = re.compile(r"""[ \t]*(?P<value>[^\s,;&)}\]>'"\\=][^\s,;&)}\]>'"\\]{0,4095})""")
+"""The value after ``=``: up to a separator, a quote or a backslash (so, in JSON, within its string); never starting
+with ``=`` (base64 padding: ``…Pwd==`` is no assignment)."""
+
+
+def _merged(spans: list[tuple[int, int]], more: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Two lists of secret spans as one, sorted, overlaps merged."""
+    if not more:
+        return spans
+    out: list[tuple[int, int]] = []
+    for start, end in sorted([*spans, *more]):
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
+
+
+_BYTES_TAG: Final = '"$type":"bytes"'
+_BYTES_VALUE = re.compile(r'"\$type":"bytes","b64":"(?P<b64>[A-Za-z0-9+/]*={0,2})"')
+"""A bytes value as the codec writes it (canonical: sorted keys, no spaces)."""
+
+
 class PatternRedactor:
     """The built-in :class:`Redactor`: secret key names and secret value formats.
 
@@ -504,9 +532,32 @@ class PatternRedactor:
         return self.key_predicate(name)
 
     def redact_text(self, text: str) -> str:
-        """``text`` with every secret value format replaced by :data:`REDACTED`."""
-        spans = self._scanner.spans(text, False)
+        """``text`` with every secret value format replaced by :data:`REDACTED`.
+
+        So is every value the text gives a secret name with ``=`` (``password=…``, ``?api_key=…``).
+        """
+        spans = self._scanner.spans(text, False) or []
+        if "=" in text:
+            spans = _merged(spans, self._given_by_name(text))
         return _splice(text, spans) if spans else text
+
+    def _given_by_name(self, text: str) -> list[tuple[int, int]]:
+        """Where ``text`` gives a secret name a value with ``=`` (a query, connection or command-line string).
+
+        Each ``=`` is looked at (``memchr``), then the name before it: text without one costs a single search.
+        """
+        found: list[tuple[int, int]] = []
+        redact_key = self.key_predicate
+        at = text.find("=")
+        while at >= 0 and len(found) < 1024:
+            name = _NAME_BEFORE.search(text, max(0, at - 72), at)
+            if name is not None and redact_key(name.group("key")):
+                value = _VALUE_AFTER.match(text, at + 1)
+                if value is not None:
+                    found.append(value.span("value"))
+                    at = value.end() - 1
+            at = text.find("=", at + 1)
+        return found
 
     def redact_json(self, data: bytes) -> bytes:
         """Canonical JSON ``data`` with every secret in its strings replaced; ``data`` itself when there is none.
@@ -514,10 +565,35 @@ class PatternRedactor:
         The fast path the codec takes: one scan of the whole document, replacing in place.
         """
         text = data.decode()
+        changed = False
+        if "$" in text and _BYTES_TAG in text:  # bytes values, which the text holds in base64
+            scanned = _BYTES_VALUE.sub(self._redact_bytes, text)
+            changed = scanned != text
+            text = scanned
         spans = self._scanner.spans(text, True)
         if spans is None:
-            return _redact_json_strings(data, self.redact_text)
-        return _splice(text, spans).encode() if spans else data
+            return _redact_json_strings(text.encode() if changed else data, self.redact_text)
+        if "=" in text:  # its values stop at a quote or a backslash: a span stays inside its JSON string
+            spans = _merged(spans, self._given_by_name(text))
+        if spans:
+            return _splice(text, spans).encode()
+        return text.encode() if changed else data
+
+    def _redact_bytes(self, m: re.Match[str]) -> str:
+        """A bytes value's tag with the secrets in its bytes redacted.
+
+        The bytes are read as Latin-1: one character per byte, and the ASCII of every secret format as it is.
+        """
+        try:
+            raw = base64.b64decode(m.group("b64"), validate=True)
+        except (binascii.Error, ValueError):
+            return m.group(0)
+        decoded = raw.decode("latin-1")
+        spans = self._scanner.spans(decoded, False)
+        if not spans:
+            return m.group(0)
+        redacted = base64.b64encode(_splice(decoded, spans).encode("latin-1")).decode("ascii")
+        return f'{m.group(0)[: m.start("b64") - m.start()]}{redacted}"'
 
 
 # ------------------------------------------------------------------------------------------------ composition
@@ -602,6 +678,8 @@ def scrub_text(redactor: Redactor | None, text: str, secrets: Iterable[str] = ()
         if secret in text:
             text = text.replace(secret, REDACTED)
     if redactor is not None:
+        # what the text gives a secret name (``password=…`` in a message, a dict's repr in args)
+        text = redact_assignments(text, redactor.redact_key)
         text = redactor.redact_text(text)
     return text
 
@@ -736,6 +814,132 @@ def _guarded_key_filter(predicate: KeyFilter) -> KeyFilter:
             return True
 
     return redact_key
+
+
+_NAME_GIVEN = re.compile(r"""(?P<q>['"]?)(?P<key>[A-Za-z_][\w.\-]{0,63})(?P=q)[ \t]*[:=][ \t]*""")
+_GIVEN_VALUE = re.compile(r"""'(?:[^'\\\n]|\\.){0,4096}'|"(?:[^"\\\n]|\\.){0,4096}"|[^\s,;&)}\]>'"]{1,4096}""")
+_MAX_ASSIGNMENT_TEXT: Final = 1 << 16
+
+
+def redact_assignments(text: str, redact_key: KeyFilter) -> str:
+    """``text`` with every value it gives a secret name (``redact_key``) replaced by :data:`REDACTED`.
+
+    The forms: ``password='…'`` (a repr), ``'api_key': '…'`` (a dict's repr), ``token=…`` (a query or connection
+    string), ``X-Auth-Key: …`` (a header).
+
+    For text that stands for structured data the encoder could not walk (a ``repr``, an exception's message):
+    there, key names are the only hint left. Text longer than 64 KiB is left to the value formats. Never raises:
+    a failing predicate redacts.
+
+    Example::
+
+        redact_assignments("Namespace(db_password='hunter22', user='ann')", key_filter())
+        # "Namespace(db_password=[REDACTED], user='ann')"
+    """
+    if len(text) > _MAX_ASSIGNMENT_TEXT or ("=" not in text and ":" not in text):
+        return text
+    try:
+        out: list[str] = []
+        last = pos = 0
+        while True:
+            m = _NAME_GIVEN.search(text, pos)
+            if m is None:
+                break
+            pos = m.end()
+            try:
+                secret = bool(redact_key(m.group("key")))
+            except Exception:
+                secret = True
+            if not secret:
+                continue
+            value = _GIVEN_VALUE.match(text, pos)
+            if value is None:
+                continue
+            out.append(text[last:pos])
+            out.append(REDACTED)
+            last = pos = value.end()
+        if not out:
+            return text
+        out.append(text[last:])
+        return "".join(out)
+    except Exception:  # a hostile str subclass
+        return text
+
+
+_STREAM_STRINGS: Final = 1 << 17
+_STREAM_DEPTH: Final = 16
+
+
+def redact_stream(data: bytes, redactor: Redactor) -> bytes:
+    """A stream's items as canonical JSON (not yet scanned), with the secrets they spell together redacted.
+
+    Such as a key streamed a few characters per chunk. The strings at one place of the items (the items
+    themselves, or ``choices[0].delta.content`` of each chunk) are read as one text, in order; the part of each
+    string inside a secret found there becomes :data:`REDACTED`. The built-in formats and names given with ``=``
+    are looked for; the scan of the result finds the rest (and a user's own redactor sees strings one by one).
+    """
+    patterns = redactor if isinstance(redactor, PatternRedactor) else getattr(redactor, "first", None)
+    if not isinstance(patterns, PatternRedactor):
+        return data
+    try:
+        tree = orjson.loads(data)
+        if type(tree) is not list or len(tree) < 2:
+            return data
+        places: dict[tuple[Any, ...], list[tuple[Any, Any]]] = {}
+        budget = [_STREAM_STRINGS]
+        for index, item in enumerate(tree):
+            if type(item) is str:  # the items themselves: one place
+                places.setdefault((), []).append((tree, index))
+            else:
+                _strings_by_place(item, (), places, budget, 0)
+        changed = False
+        for refs in places.values():
+            if len(refs) > 1 and _redact_across(refs, patterns):
+                changed = True
+        return orjson.dumps(tree, option=orjson.OPT_SORT_KEYS) if changed else data
+    except Exception:  # orjson refusing, a recursion bound: what each item's own scan left
+        return data
+
+
+def _strings_by_place(
+    node: Any, path: tuple[Any, ...], out: dict[tuple[Any, ...], list[tuple[Any, Any]]], budget: list[int], depth: int
+) -> None:
+    """Collect ``(container, key)`` of every string below ``node`` by its path (bounded in count and depth)."""
+    if depth > _STREAM_DEPTH or budget[0] <= 0:
+        return
+    if type(node) is dict:
+        items: Iterable[tuple[Any, Any]] = node.items()
+    elif type(node) is list:
+        items = enumerate(node)
+    else:
+        return
+    for key, value in items:
+        if type(value) is str:
+            budget[0] -= 1
+            out.setdefault((*path, key), []).append((node, key))
+        elif type(value) is dict or type(value) is list:
+            _strings_by_place(value, (*path, key), out, budget, depth + 1)
+
+
+def _redact_across(refs: list[tuple[Any, Any]], patterns: PatternRedactor) -> bool:
+    """Redact the secrets of the strings at ``refs`` read as one text; True when there was one."""
+    pieces = [container[key] for container, key in refs]
+    joined = "".join(pieces)
+    spans = patterns._scanner.spans(joined, False) or []
+    if "=" in joined:
+        spans = _merged(spans, patterns._given_by_name(joined))
+    if not spans:
+        return False
+    bounds = []
+    start = 0
+    for piece in pieces:
+        bounds.append((start, start + len(piece)))
+        start += len(piece)
+    for (container, key), (lo, hi) in zip(refs, bounds, strict=True):
+        inside = [(max(a, lo) - lo, min(b, hi) - lo) for a, b in spans if a < hi and b > lo]
+        if inside:
+            container[key] = _splice(container[key], inside)
+    return True
 
 
 def redact_tree(tree: Any, redactor: Redactor) -> Any:

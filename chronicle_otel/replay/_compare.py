@@ -7,6 +7,7 @@ from typing import Any
 import orjson
 
 from .._internal.names import qualified_name
+from .._payloads import encode_stream
 from ..codec import encode
 from ..errors import ReplayError
 from ..model import Boundary
@@ -34,7 +35,8 @@ class Comparer:
         try:
             if exc is not None:
                 return self._compare_error(rec, exc, redactor, secrets)
-            actual = encode(value, redact=redactor).decode()
+            streamed = rec.stream and type(value) is list  # the items read: encoded as the recording encoded them
+            actual = (encode_stream(value, redactor) if streamed else encode(value, redact=redactor)).decode()
             if rec.failed and not rec.stream:
                 return Finding("output-changed", rec.call_key, f"now returns; recorded {describe(rec)}")
             if rec.raw_output is None or not rec.raw_output.complete or rec.raw_output.text != actual:

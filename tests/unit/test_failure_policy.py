@@ -177,3 +177,31 @@ def test_the_guard_as_a_block_and_on_a_caught_exception(caplog: pytest.LogCaptur
     ]
     with pytest.raises(KeyboardInterrupt), guard:  # never swallowed
         raise KeyboardInterrupt
+
+
+class ClassShy:
+    """A lazy proxy whose ``__class__`` fails to resolve (its setup fails)."""
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> Any:
+        raise RuntimeError("lazy object setup failed")
+
+
+def test_a_return_value_whose_class_raises_is_returned(recorder: Recorder, swallow_internal_errors: None) -> None:
+    import asyncio
+
+    value = ClassShy()
+
+    @chronicle.boundary(kind="tool", name="lazy.sync")
+    def sync() -> Any:
+        return value
+
+    @chronicle.boundary(kind="tool", name="lazy.async")
+    async def run_async() -> Any:
+        return value
+
+    assert sync() is value
+    assert asyncio.run(run_async()) is value
+    recorder.config.force_flush()
+    ended = {span.name for span in recorder.memory.get_finished_spans()}
+    assert {"lazy.sync", "lazy.async"} <= ended  # their spans ended too

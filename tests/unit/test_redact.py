@@ -21,6 +21,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 import chronicle_otel as chronicle
 from chronicle_otel import codec
 from chronicle_otel import semconv as sc
+from chronicle_otel._payloads import encode_stream
 from chronicle_otel.redact import (
     DEFAULT_KEY_PATTERNS,
     DEFAULT_SECRET_PATTERN,
@@ -29,6 +30,7 @@ from chronicle_otel.redact import (
     PatternRedactor,
     Redactor,
     key_filter,
+    redact_stream,
 )
 from tests.conftest import Recorder, make_recorder
 from tests.unit.replay.helpers import record
@@ -878,3 +880,171 @@ def test_json_fast_path_agrees_with_the_text_path(
     assert tree == {"v": [expected, {redactor.redact_text(key): expected}]}
     for secret in SECRETS:
         assert secret not in data.decode()
+
+
+# ------------------------------------------------------------------------------------------------ leaks closed
+
+PW = "Zx9kQ2w" + "L8rTmPq4vNs7yHb3c"  # an opaque secret: found by the name it is given, never by its format
+
+
+def _exported(recorder: Recorder) -> str:
+    """Everything the recorder's spans carry (attributes, events, status), as one text."""
+    recorder.config.force_flush()
+    return repr(
+        [
+            (dict(s.attributes or {}), [dict(e.attributes or {}) for e in s.events], s.status.description)
+            for s in recorder.memory.get_finished_spans()
+        ]
+    )
+
+
+def test_secret_formats_inside_bytes_are_redacted_and_the_bytes_stay_bytes() -> None:
+    raw = f"Authorization: Bearer {PW}\r\nX-Key: {OPENAI}\r\n".encode()
+    data = codec.encode({"request": raw, "ok": b"\x00\xffplain"}, redact=PatternRedactor())
+    value = codec.decode(data)
+    assert isinstance(value["request"], bytes) and value["ok"] == b"\x00\xffplain"
+    assert PW.encode() not in value["request"] and OPENAI.encode() not in value["request"]
+    assert value["request"] == f"Authorization: Bearer {REDACTED}\r\nX-Key: {REDACTED}\r\n".encode()
+    assert base64.b64encode(raw).decode() not in data.decode()
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["DBPassword", "OpenAIApiKey", "JWTSecret", "X-Auth-Key", "Ocp-Apim-Subscription-Key", "AccountKey", "account_key"],
+)
+def test_acronyms_and_header_style_key_names_are_secret(name: str) -> None:
+    assert key_filter()(name)
+
+
+@pytest.mark.parametrize("name", ["MAXTokens", "HTTPAuthor", "aws_access_key_id", "sort_key", "cache_key", "hotkey"])
+def test_their_look_alikes_are_not(name: str) -> None:
+    assert not key_filter()(name)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (f"host=db.invalid user=app password={PW} sslmode=require", "password=[REDACTED] sslmode=require"),
+        (f"https://api.invalid/v1/items?api_key={PW}&page=2", "?api_key=[REDACTED]&page=2"),
+        (f"Server=db;Password={PW};AccountKey={PW}==;", "Password=[REDACTED];AccountKey=[REDACTED];"),
+        (f"--token = {PW}", "--token = [REDACTED]"),
+    ],
+)
+def test_a_value_given_a_secret_name_in_text_is_redacted(text: str, expected: str) -> None:
+    redactor = PatternRedactor()
+    assert PW not in redactor.redact_text(text) and expected in redactor.redact_text(text)
+    in_json = redactor.redact_json(orjson.dumps({"q": text}))
+    assert PW not in in_json.decode() and orjson.loads(in_json)["q"].endswith(redactor.redact_text(text)[-12:])
+
+
+@pytest.mark.parametrize("text", ["QUJDRA==", "c2VjcmV0UHdk==", "max_tokens=5 author=bob", "a == b", "x=1&y=2"])
+def test_padding_and_ordinary_assignments_are_left_alone(text: str) -> None:
+    assert PatternRedactor().redact_text(text) == text
+
+
+class _Settings:
+    def __init__(self) -> None:
+        self.db_password = PW
+        self.user = "ann"
+
+    def __repr__(self) -> str:
+        return f"_Settings(db_password={self.db_password!r}, user={self.user!r})"
+
+
+def _deep(levels: int) -> dict[str, Any]:
+    value: dict[str, Any] = {"password": PW}
+    for _ in range(levels):
+        value = {"n": value}
+    return value
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        pytest.param(_Settings(), id="an object kept as its repr"),
+        pytest.param(_deep(70), id="nested deeper than MAX_DEPTH"),
+        pytest.param({1: 0, "password": PW, "\ud800": 1}, id="a dict JSON cannot hold"),
+    ],
+)
+def test_values_kept_as_text_are_redacted_by_the_names_they_give(value: Any) -> None:
+    data = codec.encode({"x": value}, redact=PatternRedactor())
+    assert PW not in data.decode("utf-8", "replace")
+    assert REDACTED in data.decode("utf-8", "replace")
+
+
+def test_a_repr_cut_never_keeps_part_of_a_secret() -> None:
+    text = f"_Settings(user={'u' * 960!r}, x={OPENAI!r})"  # the cut at 1,000 characters falls inside the key
+    assert text.index(OPENAI) + 12 < 1000 < text.index(OPENAI) + len(OPENAI)
+
+    class Long:
+        def __repr__(self) -> str:
+            return text
+
+    data = codec.encode({"x": Long()}, redact=PatternRedactor()).decode()
+    assert OPENAI[:12] not in data and REDACTED in data
+
+
+class _AuthError(Exception):
+    def __init__(self, api_key: str) -> None:
+        super().__init__("auth failed")
+        self.api_key = api_key
+
+    def __str__(self) -> str:
+        return f"auth failed for key {self.api_key}"
+
+
+def test_an_error_s_message_is_scrubbed_of_what_its_args_and_attributes_hold_under_secret_names(
+    recorder: Recorder,
+) -> None:
+    @chronicle.boundary(kind="tool", name="leaky.attr")
+    def attr() -> None:
+        raise _AuthError(PW)
+
+    @chronicle.boundary(kind="tool", name="leaky.args")
+    def args() -> None:
+        raise RuntimeError({"db_password": PW, "host": "db"})
+
+    for fn in (attr, args):
+        with pytest.raises(Exception, match=PW):  # the caller gets the exception as raised
+            fn()
+    exported = _exported(recorder)
+    assert PW not in exported
+    assert "auth failed for key [REDACTED]" in exported
+
+
+def test_a_secret_streamed_a_few_characters_per_item_is_redacted(recorder: Recorder) -> None:
+    @chronicle.boundary(kind="llm", name="leaky.tokens")
+    def tokens() -> Any:
+        yield from ["Your key is ", OPENAI[:10], OPENAI[10:30], OPENAI[30:], "."]
+
+    @chronicle.boundary(kind="llm", name="leaky.chunks")
+    def chunks() -> Any:
+        for i, piece in enumerate(["Key: ", OPENAI[:12], OPENAI[12:], " ok"]):
+            yield {"id": f"c{i}", "choices": [{"delta": {"content": piece}, "index": 0}], "model": "m"}
+
+    assert "".join(tokens()) == f"Your key is {OPENAI}."  # the caller gets every item as yielded
+    assert len(list(chunks())) == 4
+    exported = _exported(recorder)
+    for start in range(0, len(OPENAI) - 16, 4):
+        assert OPENAI[start : start + 16] not in exported
+    assert "Your key is " in exported and '"content":" ok"' in exported
+
+
+@settings(max_examples=200, deadline=None)
+@given(cuts=st.lists(st.integers(min_value=1, max_value=len(OPENAI) + 20), max_size=6))
+def test_however_a_stream_is_cut_the_items_never_spell_the_secret(cuts: list[int]) -> None:
+    text = f"the key {OPENAI} and password={PW} end"
+    bounds = sorted({min(c, len(text) - 1) for c in cuts})
+    items = [text[a:b] for a, b in zip([0, *bounds], [*bounds, len(text)], strict=True) if b > a]
+    joined = "".join(orjson.loads(encode_stream(items, PatternRedactor())))
+    assert OPENAI[8:24] not in joined and PW not in joined
+    assert joined.startswith("the key ") and joined.endswith(" end")
+
+
+def test_a_stream_without_a_secret_across_items_is_kept_as_encoded() -> None:
+    redactor = PatternRedactor()
+    data = codec.encode(["plain ", "text ", "whole here"], redact=redactor)
+    assert redact_stream(data, redactor) is data
+    assert encode_stream(["a ", f"whole {OPENAI} here"], redactor) == codec.encode(
+        ["a ", f"whole {OPENAI} here"], redact=redactor
+    )

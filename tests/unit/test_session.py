@@ -103,3 +103,29 @@ async def test_sessions_are_isolated_between_tasks() -> None:
 def test_invalid_names_are_rejected() -> None:
     with pytest.raises(ValueError, match="dotted"):
         chronicle.session(**{"a..b": 1})
+
+
+def test_a_session_made_before_configure_is_redacted_by_the_rules_configured_since(tmp_path: Any) -> None:
+    from tests.conftest import make_recorder
+
+    iban = "DE89370400440532013000"
+    per_request = chronicle.session(iban=iban)  # at import time, before the application configures
+
+    @chronicle.session(iban=iban)
+    def handler() -> str:
+        return pay(iban)
+
+    recorder = make_recorder(tmp_path, redaction=chronicle.RedactionOptions(keys=[r"(?i)iban"]))
+
+    @chronicle.boundary(kind="tool", name="pay")
+    def pay(account: str) -> str:
+        return "ok"
+
+    with per_request:
+        assert pay(iban) == "ok"
+    assert handler() == "ok"
+    recorder.config.force_flush()
+    spans = [s for s in recorder.memory.get_finished_spans() if s.name == "pay"]
+    assert len(spans) == 2
+    for span in spans:
+        assert (span.attributes or {})[f"{sc.SESSION_PREFIX}iban"] == "[REDACTED]"
