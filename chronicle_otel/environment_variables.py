@@ -16,6 +16,7 @@ __all__ = [
     "CHRONICLE_GIT_SHA",
     "CHRONICLE_HOME",
     "CHRONICLE_HTTP_TIMEOUT",
+    "CHRONICLE_HTTP_TOTAL_TIMEOUT",
     "CHRONICLE_MAX_ATTRIBUTE_LENGTH",
     "CHRONICLE_MAX_COMPRESSION_RATIO",
     "CHRONICLE_MAX_DECOMPRESSED_BYTES",
@@ -152,6 +153,14 @@ CHRONICLE_HTTP_TIMEOUT: Final = "CHRONICLE_HTTP_TIMEOUT"
 
 Total deadline, in seconds, of one HTTP request to a trace backend: connecting, waiting and reading the whole
 body. Default: 60.
+"""
+
+CHRONICLE_HTTP_TOTAL_TIMEOUT: Final = "CHRONICLE_HTTP_TOTAL_TIMEOUT"
+"""
+.. envvar:: CHRONICLE_HTTP_TOTAL_TIMEOUT
+
+Deadline, in seconds, of all the HTTP requests that pulling one trace from a backend makes (every page and project
+listing). Default: 600.
 """
 
 CHRONICLE_REDACT_VALUES: Final = "CHRONICLE_REDACT_VALUES"

@@ -490,6 +490,8 @@ def _select(traces: Mapping[str, Mapping[str, SpanRecord]], trace_id: str | None
         raise TraceLoadError("no spans", source=source, expected="OTLP/JSON trace data")
     if trace_id is not None:
         wanted = trace_id.strip().lower()
+        if wanted not in traces and len(wanted) == 16 and "0" * 16 + wanted in traces:
+            wanted = "0" * 16 + wanted  # a 64-bit id as Jaeger and Zipkin show it; spans hold it zero-padded
         if wanted not in traces and trace_ids.is_prefix(wanted) and any(t.startswith(wanted) for t in traces):
             wanted = trace_ids.pick(wanted, traces, source=source)
         if wanted not in traces:

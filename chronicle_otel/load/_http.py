@@ -26,8 +26,8 @@ import threading
 import time
 import urllib.parse
 import zlib
-from collections.abc import Callable, Iterator, Mapping
-from typing import Any, NoReturn
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, Final, NoReturn
 
 import httpx
 import orjson
@@ -200,6 +200,7 @@ class _Session:
         self._limits = source.limits
         self._origin = _origin(httpx.URL(source.base))
         self._spent = 0  # bytes of the bodies read so far: max_response_bytes bounds them all together
+        self._end = time.monotonic() + min(self._limits.http_total_timeout, _LONGEST_WAIT)  # all requests together
         self._answers = 0
         try:
             self._client = httpx.Client(
@@ -236,7 +237,7 @@ class _Session:
 
     def get(self, url: str) -> bytes:
         """The body at ``url``, following same-origin redirects; the deadline covers the whole chain."""
-        deadline = time.monotonic() + self._limits.http_timeout
+        deadline = min(time.monotonic() + min(self._limits.http_timeout, _LONGEST_WAIT), self._end)
         chain = [url]
         while True:
             answer = self._once(chain[-1], deadline)
@@ -361,6 +362,15 @@ class _Session:
         self._fail(f"{what} ({_printable(str(exc)) or type(exc).__name__})", url)
 
     def _timeout(self, url: str) -> NoReturn:
+        if time.monotonic() >= self._end:  # the deadline of the whole pull passed first
+            total = self._limits.http_total_timeout
+            raise LoadLimitError(
+                f"pulling the trace took longer than {total:g} s ({self._answers} answers read)",
+                limit="http_total_timeout",
+                value=total,
+                env_var=ENV_VARS["http_total_timeout"],
+                source=self._redact(url),
+            )
         timeout = self._limits.http_timeout
         raise LoadLimitError(
             f"no complete answer from the backend within {timeout:g} s",
@@ -389,9 +399,14 @@ class _Session:
         raise TraceLoadError(self._redact(message), source=self._redact(url))
 
     def _redact(self, text: str) -> str:
-        for secret in self._secrets:
-            text = text.replace(secret, "***")
-        return text
+        return _redacted(text, self._secrets)
+
+
+def _redacted(text: str, secrets: Sequence[str]) -> str:
+    """``text`` with the credentials of a source (``secrets``, longest first) replaced by ``***``."""
+    for secret in secrets:
+        text = text.replace(secret, "***")
+    return text
 
 
 class HttpTraceSource:
@@ -463,8 +478,15 @@ class HttpTraceSource:
         """
         if trace_id is None:
             raise TraceLoadError("a trace id is needed to pull from a backend", source=self.url)
-        with _Session(self) as http:
-            yield from self._fetch(http, trace_id.strip().lower(), progress)
+        try:
+            with _Session(self) as http:
+                yield from self._fetch(http, trace_id.strip().lower(), progress)
+        except ChronicleError as exc:  # a message quoting the answer may quote the credentials a backend echoed
+            text = str(exc)
+            clean = _redacted(text, self._secrets)
+            if clean != text:
+                exc.args = (clean,)
+            raise
 
     def _fetch(self, http: _Session, trace_id: str, progress: Progress | None) -> Iterator[SpanRecord]:
         raise NotImplementedError
@@ -477,8 +499,13 @@ class HttpTraceSource:
                 doc = http.get_json(url)
             except _NotFound:
                 continue
-            yield from spans_of_document(doc, url)
-            return
+            count = 0
+            for span in spans_of_document(doc, url):
+                count += 1
+                yield span
+            if count:
+                return
+            break  # an answer without spans (Zipkin's [], Jaeger's {"data": []}): not there, or not yet
         raise TraceNotFoundError(trace_id, source=self.url)
 
 
@@ -554,6 +581,8 @@ class PhoenixSource(HttpTraceSource):
 
     def _fetch(self, http: _Session, trace_id: str, progress: Progress | None) -> Iterator[SpanRecord]:
         for project in self._projects(http):
+            if project in (".", ".."):  # a path segment that is no name: the request would leave /v1/projects/
+                raise TraceLoadError(f"a project named {project!r} cannot be asked for", source=self.url)
             path = f"/v1/projects/{urllib.parse.quote(project, safe='')}/spans"
 
             def page(cursor: str | None, path: str = path) -> str:
@@ -583,9 +612,19 @@ class PhoenixSource(HttpTraceSource):
         """``(url, data)`` of each page of a cursor-paged listing, until a page has no ``next_cursor``."""
         cursor: str | None = None
         seen: set[str] = set()
-        for _ in range(self.max_pages):
+        for number in range(1, self.max_pages + 1):
             url = url_of(cursor)
-            data, cursor = _page(http.get_json(url), url)
+            try:
+                answer = http.get_json(url)
+            except _NotFound:
+                if cursor is None:
+                    raise
+                raise TraceLoadError(  # a listing cut short is no trace to replay
+                    f"page {number} of {what} answered 404 (not found) after the pages before it: the listing is "
+                    "incomplete",
+                    source=url.partition("?")[0],
+                ) from None
+            data, cursor = _page(answer, url)
             yield url, data
             if not cursor or not data:
                 return
@@ -614,7 +653,14 @@ def _page(doc: Any, url: str) -> tuple[list[dict[str, Any]], str | None]:
     cursor = doc.get("next_cursor")
     if cursor is not None and not isinstance(cursor, str):
         raise TraceLoadError(f"next_cursor is a JSON {_kind(cursor)}", source=url, expected=expected)
+    if cursor is not None and len(cursor) > _MAX_CURSOR:
+        raise TraceLoadError(
+            f"next_cursor is {len(cursor)} characters long", source=url, expected=f"at most {_MAX_CURSOR}"
+        )
     return data, cursor
+
+
+_MAX_CURSOR: Final = 4096
 
 
 SOURCES: dict[str, type[HttpTraceSource]] = {

@@ -41,6 +41,10 @@ class LoadLimits:
     """Total deadline in seconds of one HTTP request: connect, wait and read the whole body
     (``CHRONICLE_HTTP_TIMEOUT``)."""
 
+    http_total_timeout: float = 600.0
+    """Deadline in seconds of all the HTTP requests that pulling one trace makes, every page and listing included
+    (``CHRONICLE_HTTP_TOTAL_TIMEOUT``)."""
+
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
@@ -74,6 +78,7 @@ _ENV: Final = (
     ("max_compression_ratio", env.CHRONICLE_MAX_COMPRESSION_RATIO, float),
     ("max_response_bytes", env.CHRONICLE_MAX_RESPONSE_BYTES, int),
     ("http_timeout", env.CHRONICLE_HTTP_TIMEOUT, float),
+    ("http_total_timeout", env.CHRONICLE_HTTP_TOTAL_TIMEOUT, float),
 )
 
 ENV_VARS: Final = {name: var for name, var, _ in _ENV}

@@ -84,13 +84,22 @@ def encode_object(data: bytes, level: int | None = DEFAULT_ZSTD_LEVEL) -> bytes:
     return frame if len(frame) < len(data) else data
 
 
-def decode_object(blob: bytes, digest: str, *, max_bytes: int = MAX_DECODE_BYTES) -> bytes | None:
+MAX_INFLATION: Final = 200
+"""Most bytes a compressed payload object may inflate to per byte stored, past its first MiB (as
+:class:`~chronicle_otel.load.LoadLimits` bounds trace files): a small object never inflates to hundreds of MiB."""
+
+
+def decode_object(
+    blob: bytes, digest: str, *, max_bytes: int = MAX_DECODE_BYTES, max_ratio: int = MAX_INFLATION
+) -> bytes | None:
     """The payload an object holds, verified: its bytes when their address is ``digest``, else None.
 
-    A zstd frame is inflated to at most ``max_bytes``; a frame that would exceed it, is damaged, or
-    cannot be read (no ``zstandard`` package) yields None, as does a payload whose sha256 differs.
+    A zstd frame is inflated to at most ``max_bytes``, and to at most ``max_ratio`` times its own size past the
+    first MiB; a frame that would exceed either, is damaged, or cannot be read (no ``zstandard`` package) yields
+    None, as does a payload whose sha256 differs.
     """
     data: bytes = blob
+    max_bytes = min(max_bytes, max(len(blob) * max_ratio, 1 << 20))
     if blob[:4] == ZSTD_MAGIC:
         zstandard = _zstandard()
         if zstandard is None:

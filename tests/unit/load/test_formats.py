@@ -222,6 +222,10 @@ def test_jaeger_v1_json(recorded: Any, tmp_path: Path) -> None:
     short = chronicle.load_trace(tmp_path / "ui.json", store=rec.store)
     assert short.trace_id == "0" * 16 + expected.trace_id[16:]
     assert [b.call_key for b in short.boundaries] == [b.call_key for b in expected.boundaries]
+    # asked for by the id the backend shows: its 16 digits
+    assert (
+        chronicle.load_trace(tmp_path / "ui.json", expected.trace_id[16:], store=rec.store).trace_id == short.trace_id
+    )
 
 
 def test_jaeger_v3_api(recorded: Any, tmp_path: Path) -> None:

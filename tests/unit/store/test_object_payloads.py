@@ -96,6 +96,22 @@ def test_an_object_whose_bytes_are_not_its_address_is_refused() -> None:
     assert decode_object(other, payload_digest(data)) is None
 
 
+@pytest.mark.parametrize("declared", [True, False])
+def test_a_small_object_never_inflates_to_hundreds_of_mib(declared: bool) -> None:
+    import resource
+
+    source = b" " * (64 << 20)
+    bomb = zstandard.ZstdCompressor(write_content_size=declared).compress(source)
+    digest = payload_digest(source)
+    del source
+    assert len(bomb) < 4096
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    assert decode_object(bomb, digest) is None  # under its own address, even: refused, not inflated
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 32 << 10  # KiB: nothing near 64 MiB
+    squeezable = b'{"text":"' + b"ab" * 400_000 + b'"}'  # under the first MiB: any ratio
+    assert decode_object(encode_object(squeezable), payload_digest(squeezable)) == squeezable
+
+
 def test_a_damaged_frame_is_refused_not_raised() -> None:
     data = _payload(600)
     blob = bytearray(encode_object(data))
@@ -108,8 +124,9 @@ def test_a_decompression_bomb_inflates_only_to_the_bound() -> None:
     bomb_source = b" " * (8 * 1024 * 1024)
     bomb = zstandard.ZstdCompressor(level=19).compress(bomb_source)
     assert len(bomb) < 4096
-    assert decode_object(bomb, payload_digest(bomb_source), max_bytes=1024 * 1024) is None
-    assert decode_object(bomb, payload_digest(bomb_source), max_bytes=16 * 1024 * 1024) == bomb_source
+    assert decode_object(bomb, payload_digest(bomb_source), max_bytes=1024 * 1024, max_ratio=10**6) is None
+    assert decode_object(bomb, payload_digest(bomb_source), max_bytes=16 * 1024 * 1024, max_ratio=10**6) == bomb_source
+    assert decode_object(bomb, payload_digest(bomb_source), max_bytes=16 * 1024 * 1024) is None  # 2,000 to 1
 
 
 def test_a_frame_without_a_declared_size_is_still_bounded() -> None:
