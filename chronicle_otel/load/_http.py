@@ -363,22 +363,12 @@ class _Session:
 
     def _timeout(self, url: str) -> NoReturn:
         if time.monotonic() >= self._end:  # the deadline of the whole pull passed first
-            total = self._limits.http_total_timeout
-            raise LoadLimitError(
-                f"pulling the trace took longer than {total:g} s ({self._answers} answers read)",
-                limit="http_total_timeout",
-                value=total,
-                env_var=ENV_VARS["http_total_timeout"],
-                source=self._redact(url),
-            )
-        timeout = self._limits.http_timeout
-        raise LoadLimitError(
-            f"no complete answer from the backend within {timeout:g} s",
-            limit="http_timeout",
-            value=timeout,
-            env_var=ENV_VARS["http_timeout"],
-            source=self._redact(url),
-        )
+            limit, value = "http_total_timeout", self._limits.http_total_timeout
+            message = f"pulling the trace took longer than {value:g} s ({self._answers} answers read)"
+        else:
+            limit, value = "http_timeout", self._limits.http_timeout
+            message = f"no complete answer from the backend within {value:g} s"
+        raise LoadLimitError(message, limit=limit, value=value, env_var=ENV_VARS[limit], source=self._redact(url))
 
     def _too_large(self, message: str, url: str) -> NoReturn:
         limit = self._limits.max_response_bytes

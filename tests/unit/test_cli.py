@@ -10,7 +10,6 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 import chronicle_otel as chronicle
 from chronicle_otel.cli import _commands, _gen_test, main
 from tests.conftest import Recorder
+from tests.json_backend import JsonBackend
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -357,39 +357,21 @@ class GrowingBackend:
         self.lock = threading.Lock()
         backend = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                if self.path.split("?")[0] != f"/api/v3/traces/{trace_id}":
-                    self._send(404, {"error": {"message": "no such route"}})
-                    return
-                with backend.lock:
-                    stage = backend.stages[min(backend.requests, len(backend.stages) - 1)]
-                    backend.requests += 1
-                if stage is None:
-                    self._send(404, {"error": {"httpCode": 404, "message": "trace not found"}})
-                else:
-                    self._send(200, {"result": MessageToDict(encode_spans(stage))})
+        def route(path: str) -> tuple[int, Any]:
+            if path.split("?")[0] != f"/api/v3/traces/{trace_id}":
+                return 404, {"error": {"message": "no such route"}}
+            with backend.lock:
+                stage = backend.stages[min(backend.requests, len(backend.stages) - 1)]
+                backend.requests += 1
+            if stage is None:
+                return 404, {"error": {"httpCode": 404, "message": "trace not found"}}
+            return 200, {"result": MessageToDict(encode_spans(stage))}
 
-            def _send(self, status: int, body: Any) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, format: str, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-        self.url = f"jaeger-v3+http://127.0.0.1:{self.server.server_address[1]}"
+        self.server = JsonBackend(route)
+        self.url = f"jaeger-v3+http://{self.server.host}"
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join()
+        self.server.close()
 
 
 @pytest.fixture

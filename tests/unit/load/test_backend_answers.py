@@ -3,15 +3,13 @@ segments, credentials echoed back, empty answers. Each gives the package's own e
 
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 
 import chronicle_otel as chronicle
+from tests.json_backend import JsonBackend, Route
 
 TID = "0af7651916cd43dd8448eb211c80319c"
 SPAN = {
@@ -27,40 +25,19 @@ SPAN = {
     "events": [],
 }
 
-Route = Callable[[str], "tuple[int, Any]"]
-
 
 @pytest.fixture
 def serve() -> Iterator[Callable[[Route], tuple[str, list[str]]]]:
-    """Start a loopback server answering each GET with ``route(path)``: ``(status, JSON body)``; the paths asked."""
-    servers: list[ThreadingHTTPServer] = []
+    """Start a loopback backend answering each GET with ``route(path)``; its host and the paths asked."""
+    backends: list[JsonBackend] = []
 
     def start(route: Route) -> tuple[str, list[str]]:
-        asked: list[str] = []
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                asked.append(self.path)
-                status, body = route(self.path)
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, format: str, *args: object) -> None:
-                pass
-
-        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        servers.append(server)
-        return f"127.0.0.1:{server.server_address[1]}", asked
+        backends.append(JsonBackend(route))
+        return backends[-1].host, backends[-1].asked
 
     yield start
-    for server in servers:
-        server.shutdown()
-        server.server_close()
+    for backend in backends:
+        backend.close()
 
 
 def test_a_page_missing_after_the_first_is_an_incomplete_listing_not_a_shorter_trace(serve: Any) -> None:

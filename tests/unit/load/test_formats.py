@@ -6,9 +6,7 @@ import base64
 import gzip
 import json
 import struct
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +23,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 import chronicle_otel as chronicle
 from chronicle_otel import semconv as sc
 from tests.conftest import Recorder
+from tests.json_backend import JsonBackend
 
 REQUEST = "Sell $1,000 of MSFT at market, then confirm. " * 12  # ~550 characters: whole on the span
 BIG = "naïve résumé 😀 " * 2000  # ~34 KB, multi-byte characters: cut on the span, whole in the store
@@ -344,26 +343,12 @@ def backend(recorded: Any) -> Iterator[tuple[str, chronicle.Trace, Recorder]]:
         f"/api/v2/trace/{tid}": json.loads(JsonV2Encoder().serialize(spans, NodeEndpoint())),
     }
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            body = routes.get(self.path.split("?")[0])
-            self.send_response(200 if body is not None else 404)
-            data = json.dumps(
-                body if body is not None else {"errors": [{"code": 404, "msg": "trace not found"}]}
-            ).encode()
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+    def route(path: str) -> tuple[int, Any]:
+        body = routes.get(path.split("?")[0])
+        return (200, body) if body is not None else (404, {"errors": [{"code": 404, "msg": "trace not found"}]})
 
-        def log_message(self, format: str, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", expected, rec
-    server.shutdown()
-    server.server_close()
+    with JsonBackend(route) as server:
+        yield f"http://{server.host}", expected, rec
 
 
 @pytest.mark.parametrize("scheme", ["jaeger", "jaeger-v3", "tempo", "zipkin"])
