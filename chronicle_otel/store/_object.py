@@ -434,6 +434,9 @@ def _store_error(url: str, doing: str, exc: BaseException) -> StoreError:
     return StoreError(f"{doing} the payload store {url} failed: {describe_error(exc)}", url)
 
 
+_SERVER_STATUS = re.compile(r"status(?: code)?:? (5\d\d)\b")
+
+
 def describe_error(exc: BaseException) -> str:
     """A one-line reason for an object store failure (credentials, bucket, network…)."""
     if isinstance(exc, StoreError) and exc.__cause__ is not None:
@@ -449,7 +452,9 @@ def describe_error(exc: BaseException) -> str:
         cause = "credentials refused"
     elif "nosuchbucket" in lowered or ("bucket" in lowered and "not found" in lowered):
         cause = "no such bucket"
-    elif "connect" in lowered or "timed out" in lowered or "timeout" in lowered or "dns" in lowered:
+    elif status := _SERVER_STATUS.search(lowered):  # before the words: every retry report says "retry_timeout"
+        cause = f"the store answered {status.group(1)}"
+    elif any(word in lowered.replace("retry_timeout", "") for word in ("connect", "timed out", "timeout", "dns")):
         cause = "unreachable"
     else:
         cause = name

@@ -207,6 +207,12 @@ def test_errors_are_described_by_cause() -> None:
     late_code = "Generic S3 error: " + "x" * 400 + " <Code>SignatureDoesNotMatch</Code>"
     assert describe_error(RuntimeError(late_code)).startswith("credentials refused")  # found past the cut
     assert describe_error(RuntimeError("<Code>InvalidAccessKeyId</Code>")).startswith("credentials refused")
+    retried = (
+        "Generic S3 error: Error performing GET http://127.0.0.1:9/b/k in 1.2s, after 2 retries, max_retries: 2, "
+        "retry_timeout: 10s - Server returned non-2xx status code: 503 Service Unavailable: "
+    )
+    assert describe_error(RuntimeError(retried)).startswith("the store answered 503")  # not "unreachable"
+    assert describe_error(RuntimeError("retry_timeout: 10s - error trying to connect")).startswith("unreachable")
     long = describe_error(RuntimeError("x" * 5000))
     assert len(long) < 400
 
