@@ -460,6 +460,14 @@ _VALUE_AFTER = re.compile(r"""[ \t]*(?P<value>[^\s,;&)}\]>'"\\=][^\s,;&)}\]>'"\\
 with ``=`` (base64 padding: ``…Pwd==`` is no assignment)."""
 
 
+def _escaped(text: str, pos: int) -> bool:
+    """True when the character at ``pos`` follows an odd run of backslashes: the letter of an escape sequence."""
+    run = 0
+    while pos - run > 0 and text[pos - run - 1] == "\\":
+        run += 1
+    return run % 2 == 1
+
+
 def _merged(spans: list[tuple[int, int]], more: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """Two lists of secret spans as one, sorted, overlaps merged."""
     if not more:
@@ -551,7 +559,10 @@ class PatternRedactor:
         at = text.find("=")
         while at >= 0 and len(found) < 1024:
             name = _NAME_BEFORE.search(text, max(0, at - 72), at)
-            if name is not None and redact_key(name.group("key")):
+            key = name.group("key") if name is not None else ""
+            if key and name is not None and _escaped(text, name.start("key")):
+                key = key[1:]  # the letter of an escape (``\npassword=`` in JSON): no part of the name
+            if key and redact_key(key):
                 value = _VALUE_AFTER.match(text, at + 1)
                 if value is not None:
                     found.append(value.span("value"))

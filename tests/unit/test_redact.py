@@ -1048,3 +1048,9 @@ def test_a_stream_without_a_secret_across_items_is_kept_as_encoded() -> None:
     assert encode_stream(["a ", f"whole {OPENAI} here"], redactor) == codec.encode(
         ["a ", f"whole {OPENAI} here"], redact=redactor
     )
+
+
+def test_a_name_after_an_escape_in_json_is_read_without_the_escape_s_letter() -> None:
+    data = orjson.dumps({"a": f"line1\npassword={PW}", "b": f"C:\\password={PW}", "c": f"x\\\npwd={PW}"})
+    redacted = orjson.loads(PatternRedactor().redact_json(data))
+    assert redacted == {"a": "line1\npassword=[REDACTED]", "b": "C:\\password=[REDACTED]", "c": "x\\\npwd=[REDACTED]"}
