@@ -460,14 +460,6 @@ _VALUE_AFTER = re.compile(r"""[ \t]*(?P<value>[^\s,;&)}\]>'"\\=][^\s,;&)}\]>'"\\
 with ``=`` (base64 padding: ``…Pwd==`` is no assignment)."""
 
 
-def _escaped(text: str, pos: int) -> bool:
-    """True when the character at ``pos`` follows an odd run of backslashes: the letter of an escape sequence."""
-    run = 0
-    while pos - run > 0 and text[pos - run - 1] == "\\":
-        run += 1
-    return run % 2 == 1
-
-
 def _merged(spans: list[tuple[int, int]], more: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """Two lists of secret spans as one, sorted, overlaps merged."""
     if not more:
@@ -544,10 +536,13 @@ class PatternRedactor:
 
         So is every value the text gives a secret name with ``=`` (``password=…``, ``?api_key=…``).
         """
-        spans = self._scanner.spans(text, False) or []
-        if "=" in text:
-            spans = _merged(spans, self._given_by_name(text))
+        spans = self._text_spans(text)
         return _splice(text, spans) if spans else text
+
+    def _text_spans(self, text: str) -> list[tuple[int, int]]:
+        """Sorted, merged spans of the secrets in plain ``text``: value formats and values given a secret name."""
+        spans = self._scanner.spans(text, False) or []
+        return _merged(spans, self._given_by_name(text)) if "=" in text else spans
 
     def _given_by_name(self, text: str) -> list[tuple[int, int]]:
         """Where ``text`` gives a secret name a value with ``=`` (a query, connection or command-line string).
@@ -560,7 +555,7 @@ class PatternRedactor:
         while at >= 0 and len(found) < 1024:
             name = _NAME_BEFORE.search(text, max(0, at - 72), at)
             key = name.group("key") if name is not None else ""
-            if key and name is not None and _escaped(text, name.start("key")):
+            if key and name is not None and _inside_escape(text, name.start("key")):
                 key = key[1:]  # the letter of an escape (``\npassword=`` in JSON): no part of the name
             if key and redact_key(key):
                 value = _VALUE_AFTER.match(text, at + 1)
@@ -936,9 +931,7 @@ def _redact_across(refs: list[tuple[Any, Any]], patterns: PatternRedactor) -> bo
     """Redact the secrets of the strings at ``refs`` read as one text; True when there was one."""
     pieces = [container[key] for container, key in refs]
     joined = "".join(pieces)
-    spans = patterns._scanner.spans(joined, False) or []
-    if "=" in joined:
-        spans = _merged(spans, patterns._given_by_name(joined))
+    spans = patterns._text_spans(joined)
     if not spans:
         return False
     bounds = []
