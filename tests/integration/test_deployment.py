@@ -26,7 +26,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -35,6 +35,7 @@ from typing import Any
 import pytest
 
 import chronicle_otel as chronicle
+from chronicle_otel.model import Boundary
 from chronicle_otel.store import StoreReader
 from chronicle_otel.store.reader import is_store
 from tests.integration.conftest import REPO, Phoenix, Rotel, _alive, free_port, stop_pid
@@ -300,6 +301,16 @@ def _stored_traces(store: Path) -> set[str]:
         reader.close()
 
 
+def _stored_roots(store: Path, trace_ids: Iterable[str]) -> dict[str, Boundary]:
+    """The agent boundary of each of these traces that the store already holds."""
+    roots = {}
+    for trace_id in _stored_traces(store) & set(trace_ids):
+        root = chronicle.load_trace(store, trace_id).root
+        if root is not None and root.name == AGENT_ROOT:
+            roots[trace_id] = root
+    return roots
+
+
 def _check_store(deployment: Deployment, burst: Burst) -> dict[str, chronicle.Trace]:
     """Every order's trace is in the store, whole: agent > (llm, tool > HTTP client span); no health check."""
     stored = _stored_traces(deployment.store)
@@ -549,16 +560,15 @@ def test_the_bad_run_pulled_from_phoenix_replays_offline_without_sending_anythin
     bad_answers = {t for t, body in burst.orders.items() if body["shares"] == 1000}
     assert bad_answers and len(bad_answers) < len(burst.orders), burst.orders
 
-    # Find the incident in the store by what the agent answered.
+    # Find the incident in the store by what the agent answered. A trace is listed as soon as its first spans
+    # are written; the children end first, so the agent boundary may come in a later batch: wait for it.
     deadline = time.monotonic() + DEADLINE
-    while len(_stored_traces(deployment.store) & set(burst.orders)) < len(burst.orders):
-        assert time.monotonic() < deadline, f"the store did not get the 12 traces\n{deployment.agent.tail()}"
+    while len(roots := _stored_roots(deployment.store, burst.orders)) < len(burst.orders):
+        assert time.monotonic() < deadline, (
+            f"the store did not get the 12 agent boundaries ({len(roots)} so far)\n{deployment.agent.tail()}"
+        )
         time.sleep(0.2)
-    bad = sorted(
-        t
-        for t in _stored_traces(deployment.store)
-        if (root := chronicle.load_trace(deployment.store, t).root) is not None and root.output["shares"] == 1000
-    )
+    bad = sorted(t for t, root in roots.items() if root.output["shares"] == 1000)
     assert set(bad) == bad_answers
     trace_id = bad[0]
 
