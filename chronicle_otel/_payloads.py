@@ -24,7 +24,7 @@ from ._internal.buffer import Payload
 from ._internal.digest import payload_digest
 from ._internal.names import module_name, qualified_name
 from ._internal.session_attrs import AttributeValue
-from .codec import encode, encode_unscanned, exception_attrs, to_json_value
+from .codec import encode, encode_unscanned, exception_attrs, to_json_value, value_scan
 from .redact import Redactor, redact_stream, scrub_text
 from .semconv import PayloadKeys
 
@@ -50,9 +50,42 @@ def put_payload(
     attrs[keys.hash] = digest
 
 
+class EncodedItem:
+    """A stream item encoded when it was yielded (redacted by key name, not yet scanned for secret values)."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+
+_UNCHANGING: Final = frozenset({str, int, float, bool, bytes, type(None)})
+
+
+def item_snapshot(redactor: Redactor | None) -> Callable[[Any], Any]:
+    """What a stream driver keeps of an item: the item when it cannot change, else its encoding at that moment (a
+    partial message updated and yielded again, a chunk the consumer marks): the recording holds what was yielded."""
+
+    def snapshot(item: Any) -> Any:
+        if type(item) in _UNCHANGING:
+            return item
+        try:
+            return EncodedItem(encode_unscanned(item, redact=redactor)[0])
+        except Exception:  # the encoder never raises; should it, the item is encoded at the end, as it is then
+            return item
+
+    return snapshot
+
+
 def encode_stream(items: list[Any], redactor: Redactor | None) -> bytes:
     """The items a stream yielded, encoded and redacted, a secret spread over several items too."""
-    data, scan = encode_unscanned(items, redact=redactor)
+    if any(type(item) is EncodedItem for item in items):  # a list's encoding is its items' encodings, joined
+        parts = [
+            item.data if type(item) is EncodedItem else encode_unscanned(item, redact=redactor)[0] for item in items
+        ]
+        data, scan = b"[" + b",".join(parts) + b"]", value_scan(redactor)
+    else:
+        data, scan = encode_unscanned(items, redact=redactor)
     if redactor is not None:
         data = redact_stream(data, redactor)
     return data if scan is None else scan(data)

@@ -38,6 +38,7 @@ from ._payloads import (
     encode_stream,
     error_payload,
     exception_message,
+    item_snapshot,
     put_payload,
     secrets_of_error,
 )
@@ -405,7 +406,8 @@ def _stream_runner(driver: type[StreamDriver] | type[AsyncStreamDriver]) -> Runn
             call.fail(exc, [])
             raise
         context_api.detach(token)
-        return driver(stream, call.finish_stream, partial(context_api.attach, call.ctx), context_api.detach)
+        snapshot = item_snapshot(call.config.redact) if call.recording else None
+        return driver(stream, call.finish_stream, partial(context_api.attach, call.ctx), context_api.detach, snapshot)
 
     return run
 

@@ -15,8 +15,8 @@ registered with :func:`register_type`. What cannot be encoded becomes
 :data:`MAX_DEPTH` are cut the same way.
 
 Decoding is safe on untrusted data: it never unpickles, never imports a module named in the data and
-never calls anything but the constructor of a class of the kind the tag names (a dataclass, a pydantic
-model, an enum, a namedtuple, an :class:`Exception` subclass) whose own ``__module__`` and
+rebuilds only a class of the kind the tag names (a dataclass, a pydantic model, an enum, a namedtuple,
+an :class:`Exception` subclass; without running its ``__init__``) whose own ``__module__`` and
 ``__qualname__`` are exactly the recorded name, and that is registered, or allowed by module prefix
 (``allow=["myapp"]``) and already imported; otherwise the decoder returns an :class:`UnresolvedObject`
 that keeps the class name and the plain data. Depth, size and digit limits raise :class:`CodecError`.
@@ -30,12 +30,13 @@ import dataclasses
 import datetime as _dt
 import enum
 import math
+import os
 import re
 import sys
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from decimal import Decimal
-from pathlib import PurePath
+from pathlib import PurePath, PureWindowsPath
 from typing import Any, Final
 
 import orjson
@@ -343,7 +344,10 @@ def _enc_complex(v: complex, w: _Walker, d: int) -> Any:
 
 
 def _enc_path(v: Any, w: _Walker, d: int) -> Any:
-    return {TAG: "path", "value": str(v), "pure": not hasattr(v, "exists")}
+    encoded = {TAG: "path", "value": str(v), "pure": not hasattr(v, "exists")}
+    if isinstance(v, PureWindowsPath):  # a Windows path read as a POSIX one would be another path
+        encoded["flavour"] = "windows"
+    return encoded
 
 
 def _enc_enum(v: enum.Enum, w: _Walker, d: int) -> Any:
@@ -351,8 +355,13 @@ def _enc_enum(v: enum.Enum, w: _Walker, d: int) -> Any:
 
 
 def _enc_dataclass(v: Any, w: _Walker, d: int) -> Any:
-    data = {f.name: getattr(v, f.name) for f in dataclasses.fields(v)}
-    return {TAG: "dataclass", "class": _qualname(type(v)), "data": w.mapping(data, d)}
+    fields = dataclasses.fields(v)
+    data = {f.name: getattr(v, f.name) for f in fields}
+    encoded = {TAG: "dataclass", "class": _qualname(type(v)), "data": w.mapping(data, d)}
+    attrs = _plain_attrs(v, data)
+    if attrs:  # what __post_init__ derived outside the fields: the rebuild does not run it again
+        encoded["attrs"] = w.mapping(attrs, d)
+    return encoded
 
 
 def _enc_pydantic(v: Any, w: _Walker, d: int) -> Any:
@@ -413,15 +422,19 @@ def exception_attrs(exc: BaseException) -> dict[str, Any]:
 
     A replayed error then answers what handlers read; objects (an HTTP response) are left out.
     """
+    return _plain_attrs(exc, {})
+
+
+def _plain_attrs(obj: Any, skip: Mapping[str, Any]) -> dict[str, Any]:
     try:
-        namespace = object.__getattribute__(exc, "__dict__")
+        namespace = object.__getattribute__(obj, "__dict__")
     except AttributeError:
         return {}
-    if type(namespace) is not dict:
+    if type(namespace) is not dict or not namespace:
         return {}
     attrs: dict[str, Any] = {}
     for key, value in list(namespace.items())[:_MAX_EXCEPTION_ATTRS]:
-        if type(key) is str and not key.startswith("_") and _plain(value, 4):
+        if type(key) is str and not key.startswith("_") and key not in skip and _plain(value, 4):
             attrs[key] = value
     return attrs
 
@@ -1034,6 +1047,8 @@ def _dec_path(d: _Decoder, v: dict[str, Any], depth: int) -> Any:
     from pathlib import Path, PurePosixPath
 
     text = _str(v, "value")
+    if v.get("flavour") == "windows":
+        return Path(text) if not v.get("pure") and os.name == "nt" else PureWindowsPath(text)
     return PurePosixPath(text) if v.get("pure") else Path(text)
 
 
@@ -1064,10 +1079,13 @@ def _dec_fields(tag: str, kind: Callable[[type], bool]) -> Callable[[_Decoder, d
         private = d.value(v.get("private", {}), depth)
         if type(private) is not dict:
             raise TypeError("'private' must be a mapping")
+        attrs = d.value(v.get("attrs", {}), depth)
+        if type(attrs) is not dict:
+            raise TypeError("'attrs' must be a mapping")
         try:
             if tag == "pydantic":
                 return _construct_model(cls, data, unset, private)
-            return _construct(tag, cls, data)
+            return _construct(tag, cls, data, attrs)
         except CodecError:
             raise
         except Exception as exc:  # the class's own validation refused the recorded data
@@ -1101,19 +1119,52 @@ def _construct_model(cls: Any, data: dict[str, Any], unset: list[str], private: 
     return model
 
 
-def _construct(tag: str, cls: Any, data: dict[str, Any]) -> Any:
+def _construct(tag: str, cls: Any, data: dict[str, Any], attrs: dict[str, Any]) -> Any:
     if tag == "namedtuple":
         fields = cls._fields
         if set(data) != set(fields):
             raise TypeError(f"fields {sorted(map(str, data))} do not match {list(fields)}")
         return tuple.__new__(cls, [data[f] for f in fields])  # no user code runs: the tuple is built as is
-    fields = dataclasses.fields(cls)
-    init = {f.name: data[f.name] for f in fields if f.init and f.name in data}
-    obj = cls(**init)
-    for f in fields:
-        if not f.init and f.name in data:
-            object.__setattr__(obj, f.name, data[f.name])
+    # The dataclass as it was: its fields set as recorded, without running __init__ or __post_init__ again (a
+    # second run would prefix a tag twice, or miss an InitVar that was never stored). A field added to the class
+    # since the recording takes its default; one without a default cannot be made up.
+    obj = _blank(cls)
+    for f in dataclasses.fields(cls):
+        if f.name in data:
+            value = data[f.name]
+        elif f.default is not dataclasses.MISSING:
+            value = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            value = f.default_factory()
+        else:
+            raise TypeError(f"the recording has no value for the field {f.name!r}")
+        object.__setattr__(obj, f.name, value)  # as the generated __init__ does, frozen or with slots
+    _restore_attrs(obj, attrs)
     return obj
+
+
+_ARGS: Final[Any] = BaseException.__dict__["args"]
+"""The ``args`` slot of every exception, set without the class's own ``__setattr__``."""
+
+
+def _blank(cls: type, args: tuple[Any, ...] = ()) -> Any:
+    """An instance of ``cls`` made by the nearest builtin ``__new__`` of its bases: none of its own code runs."""
+    for base in cls.__mro__:
+        if base.__module__ == "builtins" and "__new__" in base.__dict__:
+            return base.__new__(cls, *args)
+    raise TypeError(f"{cls.__qualname__} has no builtin base to make it from")  # pragma: no cover - object is one
+
+
+def _restore_attrs(obj: Any, attrs: dict[str, Any]) -> None:
+    """Put back the recorded plain attributes, into the instance dict directly: no descriptor or __setattr__ runs."""
+    try:
+        namespace = object.__getattribute__(obj, "__dict__")
+    except AttributeError:
+        return
+    if type(namespace) is dict:
+        for key, value in attrs.items():
+            if type(key) is str and not key.startswith("_"):
+                namespace[key] = value
 
 
 def _dec_exception(d: _Decoder, v: dict[str, Any], depth: int) -> Any:
@@ -1129,21 +1180,16 @@ def _dec_exception(d: _Decoder, v: dict[str, Any], depth: int) -> Any:
     attrs = d.value(raw_attrs, depth)
     cls = _BUILTIN_EXCEPTIONS.get(name) if name.startswith("builtins.") else d.resolve(name, _is_exception)
     if cls is not None:
-        error: BaseException
+        # The exception as it was raised, without running a class's own __init__ again: a second run would format a
+        # message twice, or put a keyword's default over the recorded value (status_code=500 for the recorded 429).
+        # A builtin's constructor is the builtin's (OSError's sets errno and filename from the arguments).
         try:
-            error = cls(*args)
-        except Exception:  # a constructor with required keywords (an SDK error): built without running it
-            blank: Any = BaseException.__new__(cls)
-            blank.args = tuple(args)
-            error = blank
-        try:
-            namespace = object.__getattribute__(error, "__dict__")
-        except AttributeError:
-            namespace = None
-        if type(namespace) is dict and type(attrs) is dict:
-            for key, value in attrs.items():
-                if type(key) is str and not key.startswith("_") and key not in namespace:
-                    namespace[key] = value  # the instance dict directly: no descriptor or __setattr__ runs
+            error = cls(*args) if name.startswith("builtins.") else _blank(cls, tuple(args))
+        except Exception:  # arguments a builtin or an OSError subclass refuses
+            error = _blank(cls)
+        _ARGS.__set__(error, tuple(args))
+        if type(attrs) is dict:
+            _restore_attrs(error, attrs)
         return error
     return UnresolvedObject("exception", name, {"message": message if type(message) is str else "", "args": args})
 

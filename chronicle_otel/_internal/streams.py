@@ -7,7 +7,8 @@ A boundary whose function is a generator (or an async generator) returns a :clas
   so the consumer sees the stream's own items, return value and exceptions;
 - runs a per-step hook around each resume of the inner stream: ``token = enter()`` before it,
   ``exit(token)`` after it (recording attaches the boundary's OpenTelemetry context, replay sets its frame);
-- collects the yielded items;
+- collects the yielded items, each as ``snapshot(item)`` when a snapshot is given (the item as it was when
+  yielded: a consumer or the stream itself may change a mutable item afterwards);
 - calls ``on_done(items, state, exc)`` exactly once, where ``state`` is ``"complete"`` (the stream
   returned), ``"error"`` (it raised ``exc``) or ``"abandoned"`` (the consumer closed it, or dropped it
   and it was garbage-collected, whether or not it was ever iterated).
@@ -21,7 +22,7 @@ before ``on_done`` runs, with the items yielded so far. An async stream cannot b
 finalizer: ``on_done`` runs at once and the event loop's own async-generator finalizer closes the
 inner stream.
 
-``on_done``, ``enter`` and ``exit`` must not raise: they run on the consumer's call path.
+``on_done``, ``enter``, ``exit`` and ``snapshot`` must not raise: they run on the consumer's call path.
 """
 
 from __future__ import annotations
@@ -41,6 +42,9 @@ Enter = Callable[[], Any]
 Exit = Callable[[Any], None]
 """Called after each resume of the inner stream with the token :data:`Enter` returned."""
 
+Snapshot = Callable[[Any], Any]
+"""What the driver keeps of an item when it is yielded."""
+
 
 def _no_enter() -> None:
     return None
@@ -58,9 +62,10 @@ class StreamDriver(Generator[Any, Any, Any]):
         on_done: called once with ``(items, state, exc)`` when the stream ends.
         enter: called before each resume; its result is passed to ``exit``.
         exit: called after each resume.
+        snapshot: what to keep of each item when it is yielded (the item itself by default).
     """
 
-    __slots__ = ("_done", "_enter", "_exit", "_inner", "_items", "_on_done")
+    __slots__ = ("_done", "_enter", "_exit", "_inner", "_items", "_on_done", "_snapshot")
 
     def __init__(
         self,
@@ -68,11 +73,13 @@ class StreamDriver(Generator[Any, Any, Any]):
         on_done: OnDone,
         enter: Enter | None = None,
         exit: Exit | None = None,
+        snapshot: Snapshot | None = None,
     ) -> None:
         self._inner = inner
         self._on_done = on_done
         self._enter: Enter = enter or _no_enter
         self._exit: Exit = exit or _no_exit
+        self._snapshot = snapshot
         self._items: list[Any] = []
         self._done = False
 
@@ -94,7 +101,7 @@ class StreamDriver(Generator[Any, Any, Any]):
             self._end(token, "error", exc)
             raise
         self._exit(token)
-        self._items.append(item)
+        self._items.append(item if self._snapshot is None else self._snapshot(item))
         return item
 
     __next__ = send
@@ -114,7 +121,7 @@ class StreamDriver(Generator[Any, Any, Any]):
             self._end(token, "error", exc)
             raise
         self._exit(token)
-        self._items.append(item)
+        self._items.append(item if self._snapshot is None else self._snapshot(item))
         return item
 
     def close(self) -> None:
@@ -143,9 +150,10 @@ class AsyncStreamDriver(AsyncGenerator[Any, Any]):
         on_done: called once with ``(items, state, exc)`` when the stream ends.
         enter: called before each resume; its result is passed to ``exit``.
         exit: called after each resume.
+        snapshot: what to keep of each item when it is yielded (the item itself by default).
     """
 
-    __slots__ = ("_done", "_enter", "_exit", "_inner", "_items", "_on_done")
+    __slots__ = ("_done", "_enter", "_exit", "_inner", "_items", "_on_done", "_snapshot")
 
     def __init__(
         self,
@@ -153,11 +161,13 @@ class AsyncStreamDriver(AsyncGenerator[Any, Any]):
         on_done: OnDone,
         enter: Enter | None = None,
         exit: Exit | None = None,
+        snapshot: Snapshot | None = None,
     ) -> None:
         self._inner = inner
         self._on_done = on_done
         self._enter: Enter = enter or _no_enter
         self._exit: Exit = exit or _no_exit
+        self._snapshot = snapshot
         self._items: list[Any] = []
         self._done = False
 
@@ -180,7 +190,7 @@ class AsyncStreamDriver(AsyncGenerator[Any, Any]):
             self._end(token, "error", exc)
             raise
         self._exit(token)
-        self._items.append(item)
+        self._items.append(item if self._snapshot is None else self._snapshot(item))
         return item
 
     __anext__ = asend
@@ -201,7 +211,7 @@ class AsyncStreamDriver(AsyncGenerator[Any, Any]):
             self._end(token, "error", exc)
             raise
         self._exit(token)
-        self._items.append(item)
+        self._items.append(item if self._snapshot is None else self._snapshot(item))
         return item
 
     async def aclose(self) -> None:

@@ -115,6 +115,34 @@ def _import_line(root: Boundary, project: Path, more: bool = False) -> str:
     )
 
 
+def _method_owner(root: Boundary, project: Path) -> tuple[str, str] | None:
+    """``(module, Class)`` when the root boundary is a plain method of a class (``self`` is never recorded, so the
+    test must build the object), read from the project's own source file without importing it; else None."""
+    function = root.function if isinstance(root.function, str) else ""
+    module = _module_of(function)
+    source = _project_module(module, project) if module else None
+    path = function[len(module) + 1 :].split(".") if module else []
+    if module is None or source is None or len(path) < 2 or not all(p.isascii() and p.isidentifier() for p in path):
+        return None
+    try:
+        body = ast.parse(source.read_bytes()).body
+    except (SyntaxError, ValueError, OSError):
+        return None
+    for part in path[:-1]:
+        cls = next((n for n in body if isinstance(n, ast.ClassDef) and n.name == part), None)
+        if cls is None:
+            return None
+        body = cls.body
+    functions = (ast.FunctionDef, ast.AsyncFunctionDef)
+    fn = next((n for n in body if isinstance(n, functions) and n.name == path[-1]), None)
+    if fn is None:
+        return None
+    decorators = {getattr(d, "id", getattr(d, "attr", None)) for d in fn.decorator_list}
+    if decorators & {"classmethod", "staticmethod"}:
+        return None
+    return module, ".".join(path[:-1])
+
+
 def _module_of(function: str) -> str | None:
     """``pkg.mod`` of ``pkg.mod.Class.method``: the dotted prefix of ASCII identifiers, classes dropped."""
     names = []
@@ -193,7 +221,17 @@ def generate(trace: Trace, args: argparse.Namespace, out: TextIO) -> int:
     for expr in args.expect:
         _check_expression(expr)
     imports = _auto_imports(trace, args.expect, list(overrides.values()), explicit, project)
-    expected_error = _expected_error(root, project) if root.raw_error is not None and not args.expect else None
+    owner = _method_owner(root, project)
+    rerun_args = "instance=instance" if owner is not None else ""
+    instance_line = (
+        f"    # {_literal(root.name)} is a method of {owner[1]}: the object it runs on (self is never recorded).\n"
+        f"    # Build it as your code does.\n    instance = {owner[0]}.{owner[1]}()\n\n"
+        if owner is not None
+        else ""
+    )
+    expected_error = (
+        _expected_error(root, project, rerun_args) if root.raw_error is not None and not args.expect else None
+    )
     if expected_error is not None:
         imports.in_test += expected_error.imports
     stdlib = sorted({"from pathlib import Path", *(s for s in imports.module_level if s not in explicit)})
@@ -218,7 +256,8 @@ def generate(trace: Trace, args: argparse.Namespace, out: TextIO) -> int:
         f"def test_{slug}(chronicle_replay):\n"
         f"{_import_line(root, project, bool(in_test))}"
         f"{in_test + chr(10) if in_test else ''}"
-        f"{expected_error.block if expected_error is not None else _result_block(args.expect, root.stream)}"
+        f"{instance_line}"
+        f"{expected_error.block if expected_error is not None else _result_block(args.expect, root.stream, rerun_args)}"
     )
     _check_module(source, test_file, _imported_names(module_imports), len(imports.in_test))
     conftest, conftest_note = _conftest(directory, project)
@@ -228,6 +267,12 @@ def generate(trace: Trace, args: argparse.Namespace, out: TextIO) -> int:
         print(f"gen-test: {clean(line)}", file=sys.stderr)
     for note in imports.notes:
         print(f"gen-test: {clean(note)}", file=sys.stderr)
+    if owner is not None:
+        print(
+            f"gen-test: the root is a method of {clean(owner[1])}: the test builds the object with "
+            f"{clean(owner[1])}(); change that line if it takes arguments",
+            file=sys.stderr,
+        )
     in_main = sorted({b.name for b in trace.boundaries if b.name.startswith("__main__.")})
     if in_main:
         print(
@@ -279,11 +324,11 @@ def generate(trace: Trace, args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def _result_block(expectations: list[str], stream: bool = False) -> str:
+def _result_block(expectations: list[str], stream: bool = False, rerun_args: str = "") -> str:
     if stream:  # a generator root: the items it yields now, as `chronicle show` lists the recorded ones
-        lines = "    result = chronicle_replay.rerun_items()  # the items the root yields now (sync or async)\n"
+        lines = f"    result = chronicle_replay.rerun_items({rerun_args})  # the items it yields now (sync or async)\n"
     else:
-        lines = "    result = chronicle_replay.rerun()  # an async root runs in its own event loop\n"
+        lines = f"    result = chronicle_replay.rerun({rerun_args})  # an async root runs in its own event loop\n"
     return lines + (
         "".join(f"    assert {expr}\n" for expr in expectations)
         or (
@@ -438,7 +483,7 @@ class _ExpectedError:
     imports: list[str]  # in the test, before the block
 
 
-def _expected_error(root: Boundary, project: Path) -> _ExpectedError | None:
+def _expected_error(root: Boundary, project: Path, rerun_args: str = "") -> _ExpectedError | None:
     """``pytest.raises`` of the exception the recorded run raised: a builtin by name, a class of the project's own
     modules imported inside the test, any other class compared by its qualified name (a class the replay may not
     rebuild comes back as a ``ReplayedError`` that keeps it in ``type_name``)."""
@@ -456,7 +501,7 @@ def _expected_error(root: Boundary, project: Path) -> _ExpectedError | None:
         f"    # The recorded run failed with {_literal(type_name)}: this test expects the replay to raise it\n"
         "    # too. Once the bug is fixed, assert the behaviour you expect instead (gen-test --expect ...).\n"
     )
-    rerun = "        chronicle_replay.rerun()  # an async root runs in its own event loop\n"
+    rerun = f"        chronicle_replay.rerun({rerun_args})  # an async root runs in its own event loop\n"
     short = type_name.removeprefix("builtins.")
     builtin = getattr(builtins, short, None) if "." not in short and short.isidentifier() else None
     if isinstance(builtin, type) and issubclass(builtin, BaseException):

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import orjson
 
 from .._internal.names import qualified_name
-from .._payloads import encode_stream
+from .._payloads import encode_stream, item_snapshot
 from ..codec import encode
 from ..errors import ReplayError
 from ..model import Boundary
@@ -28,6 +29,10 @@ class Comparer:
     def expect(self, rec: Boundary, redactor: Redactor | None, secrets: list[str]) -> None:
         """``rec`` runs live: remember how to redact its output."""
         self._redaction[rec.span_id] = (redactor, secrets)
+
+    def snapshot(self, rec: Boundary) -> Callable[[Any], Any]:
+        """What the stream driver of the live call ``rec`` keeps of each item: its encoding when it was yielded."""
+        return item_snapshot(self._redaction.get(rec.span_id, (None, []))[0])
 
     def compare(self, rec: Boundary, value: Any, exc: BaseException | None) -> Finding | None:
         """A finding when the live ``value`` (or ``exc``) differs from the recording of ``rec``."""

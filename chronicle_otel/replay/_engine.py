@@ -13,6 +13,7 @@ import contextvars
 import dataclasses
 import functools
 import inspect
+import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -30,14 +31,14 @@ from .._internal.streams import AsyncStreamDriver, StreamDriver
 from .._session import current_session
 from ..codec import UnresolvedObject, encode_unscanned, value_scan
 from ..config import get_config, isolated
-from ..errors import ConfigError, NetworkBlockedError, ReplayDivergence, ReplayError
+from ..errors import CodecError, ConfigError, NetworkBlockedError, ReplayDivergence, ReplayError
 from ..model import Boundary, ReplayedError, Trace, format_key
 from ..redact import Redactor
 from ._compare import Comparer, describe
 from ._matching import _VERIFIED, CallInput, Frame, Recordings, check_selectors, matches, resolve_overrides
 from ._options import LOOPBACK, InputMismatch, OnMissing, ReplayOptions
 from ._report import Finding, ReplayReport, diff_lines, short_repr
-from ._stubs import Answer, override_answer, recorded_answer, stub_body
+from ._stubs import CANCELLED, Answer, override_answer, recorded_answer, stub_body, was_cancelled
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -270,10 +271,10 @@ class ReplayRun:
         root = self.trace.root
         assert root is not None
         values = root.decode_input(self.allow)
-        target = fn.__get__(instance, type(instance)) if instance is not None else fn
+        target = fn.__get__(instance, type(instance)) if instance is not None else _unbound_target(fn, root.name)
         if isinstance(values, dict):
             values.update(overrides)
-            args, kwargs = _arguments(fn, values, bound=instance is not None)
+            args, kwargs = _arguments(target, values)
         elif isinstance(values, list) or values is None:  # another producer's positional arguments, or none
             args, kwargs = list(values or ()), dict(overrides)
         else:
@@ -464,7 +465,10 @@ class ReplayRun:
                         raise error
                     return output
             adapter = getattr(spec, "stream_adapter", None)
-            body = stub_body(spec.shape, rec, allow, adapter, answer, override is not None)
+            if override is None and spec.shape == "async" and was_cancelled(rec):
+                body = self._awaiting_cancellation(rec)
+            else:
+                body = stub_body(spec.shape, rec, allow, adapter, answer, override is not None)
             encoded = None
             if self.options.emit_spans:  # what the replay span records, as the replay already has it
                 plain = override is None and adapter is None and spec.shape in ("sync", "async")
@@ -481,36 +485,75 @@ class ReplayRun:
         return self._execute(spec, wrapped, instance, args, kwargs, frame, "live", rec)
 
     def _resolved(self, rec: Boundary, answer: Answer) -> Answer:
-        """``answer``, and a divergence when it holds a recorded object that could not be rebuilt: the stub would
-        hand the code a placeholder where it expects the class (an ``isinstance`` takes the other branch)."""
+        """``answer``, and a divergence when it holds a recorded object that could not be rebuilt (the stub would
+        hand the code a placeholder where it expects the class: an ``isinstance`` takes the other branch), or when
+        the recording cannot answer at all (a payload cut or changed, a class that refuses the recorded data): the
+        error reaches the code, which may catch it, and the report says so."""
         text = rec.raw_error.text if rec.failed and rec.raw_error is not None else None
         if text is None and rec.raw_output is not None:
             text = rec.raw_output.text
-        if text is None or (not rec.failed and ("$" not in text or '"$type":' not in text)):  # memchr first
+        output, error = rec.raw_output, rec.raw_error
+        whole = (output is None or output.complete) and (error is None or error.complete)
+        if text is None or (whole and not rec.failed and ("$" not in text or '"$type":' not in text)):  # memchr first
             return answer
 
         def checked() -> tuple[Any, BaseException | None]:
-            output, error = answer()
+            try:
+                output, error = answer()
+            except (ReplayError, CodecError) as exc:
+                self.report.divergences.append(Finding("undecodable", rec.call_key, f"the stub cannot answer: {exc}"))
+                raise
             names = _unresolved(output, set()) if error is None or rec.stream else set()
             if isinstance(error, ReplayedError):
                 names.add(error.type_name)
             if names:
-                listed = ", ".join(sorted(names)[:5])
-                modules = sorted({n.rsplit(".", 1)[0].split(".")[0] + "." for n in names})
-                hint = f"allow={modules!r}" if self.options.allow is None else "add it to allow="
-                # under the default allow-list a divergence; with allow= given, the placeholders were asked for
-                findings = self.report.divergences if self.options.allow is None else self.report.drift
-                findings.append(
-                    Finding(
-                        "unresolved",
-                        rec.call_key,
-                        f"the recording holds {listed}, which may not be rebuilt here: the stub answers with a "
-                        f"placeholder; import the module that defines it, or pass {hint}",
-                    )
-                )
+                self._unresolved_finding(rec, names)
             return output, error
 
         return checked
+
+    def _unresolved_finding(self, rec: Boundary, names: set[str]) -> None:
+        listed = ", ".join(sorted(names)[:5])
+        never = sorted(n for n in names if _never_rebuilt(n))
+        if never:
+            advice = (
+                f"{', '.join(never[:5])} is never rebuilt (a BaseException that is not an Exception): the stub raises "
+                "a ReplayedError in its place; select the boundary live, or override it (override=)"
+            )
+        else:
+            modules = sorted({n.rsplit(".", 1)[0].split(".")[0] + "." for n in names})
+            hint = f"pass allow={modules!r}" if self.options.allow is None else f"add {modules!r} to allow="
+            advice = f"import the module that defines it, or {hint}"
+        # under the default allow-list a divergence; with allow= given, the placeholders were asked for
+        findings = self.report.divergences if self.options.allow is None else self.report.drift
+        findings.append(
+            Finding(
+                "unresolved",
+                rec.call_key,
+                f"the recording holds {listed}, which may not be rebuilt here: the stub answers with a placeholder; "
+                + advice,
+            )
+        )
+
+    def _awaiting_cancellation(self, rec: Boundary) -> Callable[..., Any]:
+        """The stub of an async call its caller cancelled (a timeout around it, a task group): it waits to be
+        cancelled again, so the caller's timeout or task group takes the branch it took; a divergence when nothing
+        cancels it within twice the recorded time and a second."""
+        recorded = max(rec.end_ns - rec.start_ns, 0) / 1e9
+        limit = 2 * recorded + 1.0
+
+        async def cancelled(*args: Any, **kwargs: Any) -> Any:
+            await asyncio.sleep(limit)  # the CancelledError of the caller's timeout arrives here, as it did
+            finding = Finding(
+                "not-cancelled",
+                rec.call_key,
+                f"the recorded call was cancelled by its caller after {recorded:.3g} s; nothing cancelled it in the "
+                f"replay within {limit:.3g} s",
+            )
+            self.report.divergences.append(finding)
+            raise ReplayDivergence(str(finding))
+
+        return cancelled
 
     def _override(self, rec: Boundary, text: str, value: Any) -> Answer:
         """The what-if answer of ``rec``, listed in the report when it is given."""
@@ -612,7 +655,8 @@ class ReplayRun:
                     self._compare(compare, items, exc)
 
             driver = AsyncStreamDriver if spec.shape == "agen" else StreamDriver
-            return driver(stream, done, functools.partial(self._frame.set, frame), self._frame.reset)
+            snapshot = self._comparer.snapshot(compare) if compare is not None else None
+            return driver(stream, done, functools.partial(self._frame.set, frame), self._frame.reset, snapshot)
         token = self._frame.set(frame)
         try:
             value = run()
@@ -723,6 +767,18 @@ def _close(stream: Any) -> None:
                 result.close()  # type: ignore[attr-defined]
 
 
+def _never_rebuilt(name: str) -> bool:
+    """Whether the class ``name`` is a ``BaseException`` that is no ``Exception`` (never rebuilt), as far as the
+    modules already imported say: nothing is imported to find out."""
+    if name in CANCELLED:
+        return True
+    module, _, qualname = name.rpartition(".")
+    found: Any = sys.modules.get(module)
+    for part in qualname.split(".") if found is not None else ():
+        found = inspect.getattr_static(found, part, None)
+    return isinstance(found, type) and issubclass(found, BaseException) and not issubclass(found, Exception)
+
+
 def _unresolved(value: Any, found: set[str], depth: int = 0) -> set[str]:
     """The class names of the placeholders in a decoded value."""
     if isinstance(value, UnresolvedObject):
@@ -745,22 +801,47 @@ def _loop_running() -> bool:
     return True
 
 
-def _arguments(fn: Any, values: dict[str, Any], *, bound: bool) -> tuple[list[Any], dict[str, Any]]:
-    """Turn recorded ``{param: value}`` into call arguments, honouring positional-only and ``*args``/``**kw``."""
+def _unbound_target(fn: Any, name: str) -> Any:
+    """What ``rerun()`` calls without an instance: a classmethod or staticmethod through its class (found by the
+    function's own module and qualified name, in modules already imported), else the function itself. A method
+    needs the object to call it on: a :class:`ReplayError` saying so."""
+    module = sys.modules.get(getattr(fn, "__module__", None) or "")
+    path = str(getattr(fn, "__qualname__", "")).split(".")
+    owner: Any = module
+    for part in path[:-1] if module is not None and "<locals>" not in path else ():
+        owner = inspect.getattr_static(owner, part, None)
+    if not isinstance(owner, type):
+        return fn
+    attr = inspect.getattr_static(owner, path[-1], None)
+    if isinstance(attr, (classmethod, staticmethod)):
+        return getattr(owner, path[-1])
+    if attr is not None:
+        raise ReplayError(
+            f"root boundary {name!r} is a method of {owner.__qualname__}: pass the object to call it on, "
+            f"rerun(instance=...) (self is never recorded)"
+        )
+    return fn
+
+
+def _arguments(fn: Any, values: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+    """Turn recorded ``{param: value}`` into arguments of the callable ``fn`` (bound when it is a method), honouring
+    positional-only parameters and ``*args``/``**kw``: the parameters before a recorded ``*args`` go by position."""
     try:
         params = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):
         return [], dict(values)
-    if bound and params:
-        params = params[1:]
+    star = next((p.name for p in params if p.kind is p.VAR_POSITIONAL), None)
+    by_position = star is not None and bool(values.get(star))
     args: list[Any] = []
     kwargs: dict[str, Any] = {}
     rest = dict(values)
     for p in params:
         if p.name not in rest:
+            if by_position and p.kind is p.POSITIONAL_OR_KEYWORD and p.default is not p.empty:
+                args.append(p.default)  # a gap before *args: its default, as the call had it
             continue
         value = rest.pop(p.name)
-        if p.kind is p.POSITIONAL_ONLY:
+        if p.kind is p.POSITIONAL_ONLY or (by_position and p.kind is p.POSITIONAL_OR_KEYWORD):
             args.append(value)
         elif p.kind is p.VAR_POSITIONAL:
             if not isinstance(value, (list, tuple)):

@@ -62,7 +62,9 @@ def check_selectors(
                 kinds = ", ".join(f"'kind:{k.value}'" for k in BoundaryKind)
                 raise ConfigError(option, selector, f"one of {kinds}, a boundary name or a glob")
             continue
-        if any(matches(selector, name, "") for name in names) or (defined is not None and defined(selector)):
+        if selector in names or any(matches(selector, name, "") for name in names):  # an exact name is that name
+            continue
+        if defined is not None and defined(selector):
             continue
         if not names:
             raise ConfigError(option, selector, f"a recorded boundary name, but trace {trace.trace_id} has none")
@@ -96,27 +98,31 @@ def resolve_overrides(override: Mapping[str, Any], trace: Trace) -> dict[str, tu
 
 def _find_calls(text: str, trace: Trace) -> list[Boundary]:
     keys = [format_key(b.call_key) for b in trace.boundaries]
-    parts = [p.strip() for p in text.split(">")]
-    if len(parts) == 1 and not _KEY_PART.match(parts[0]):
-        found = [b for b in trace.boundaries if b.name == parts[0]]
-    else:
-        wanted: list[tuple[str, int]] = []
-        for part in parts:
-            m = _KEY_PART.match(part)
-            if m is None:
-                raise ConfigError("override", text, "a call key such as 'plan[0]' or 'run_agent[0] > plan[0]'")
-            wanted.append((m["name"], int(m["index"])))
-        tail = tuple(wanted)
-        found = [b for b in trace.boundaries if b.call_key[-len(tail) :] == tail]
-        if len(found) > 1 and len({b.call_key for b in found}) > 1:
-            raise ConfigError(
-                "override",
-                text,
-                f"a call key naming one call; it names {_listed([format_key(b.call_key) for b in found])}",
-            )
+    # A recorded name as it is, then a recorded key or its tail as format_key wrote it: names may hold ">" or "[".
+    found = [b for b in trace.boundaries if b.name == text]
     if not found:
-        raise ConfigError("override", text, f"a recorded call key: {_listed(_closest(text, keys))}")
+        found = [b for b, key in zip(trace.boundaries, keys, strict=True) if key == text or key.endswith(" > " + text)]
+    if not found:
+        tail = _parsed_key(text)  # the same key written with other spacing (``run_agent[0]>plan[0]``)
+        if tail:
+            found = [b for b in trace.boundaries if b.call_key[-len(tail) :] == tail]
+    if len(found) > 1 and len({b.call_key for b in found}) > 1 and any(b.name != text for b in found):
+        raise ConfigError(
+            "override", text, f"a call key naming one call; it names {_listed([format_key(b.call_key) for b in found])}"
+        )
+    if not found:
+        raise ConfigError("override", text, f"a recorded call key or name: {_listed(_closest(text, keys))}")
     return found
+
+
+def _parsed_key(text: str) -> tuple[tuple[str, int], ...]:
+    wanted: list[tuple[str, int]] = []
+    for part in text.split(">"):
+        m = _KEY_PART.match(part.strip())
+        if m is None:
+            return ()
+        wanted.append((m["name"], int(m["index"])))
+    return tuple(wanted)
 
 
 class Frame:

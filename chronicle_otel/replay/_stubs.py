@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
-from typing import Any
+from typing import Any, Final
+
+import orjson
 
 from .._internal.hooks import Shape
 from ..adapters import StreamAdapter, StreamReplay
@@ -50,6 +52,21 @@ def override_answer(rec: Boundary, allow: tuple[str, ...], override: Any) -> Ans
     return answer
 
 
+CANCELLED: Final = frozenset({"asyncio.exceptions.CancelledError", "asyncio.CancelledError"})
+"""How a recording names the error of a call that its caller cancelled (a timeout around it, a task group)."""
+
+
+def was_cancelled(rec: Boundary) -> bool:
+    """Whether the recorded call ended cancelled by its caller rather than raising an error of its own."""
+    if not rec.failed or rec.stream or rec.raw_error is None or "CancelledError" not in rec.raw_error.text:
+        return False
+    try:
+        envelope = orjson.loads(rec.raw_error.text)
+    except orjson.JSONDecodeError:
+        return False
+    return isinstance(envelope, dict) and envelope.get("type") in CANCELLED
+
+
 def stub_body(
     shape: Shape,
     rec: Boundary,
@@ -76,6 +93,8 @@ def stub_body(
 
     def items() -> tuple[list[Any], BaseException | None]:
         value, error = get()
+        if value is None and error is not None:  # an override that is an exception: raised before any item
+            return [], error
         return stream_items(rec, value, overridden), error
 
     if shape == "async":

@@ -49,6 +49,22 @@ def agent(question: str, amount: str = "49.99") -> Refund:
     if Decimal(amount) > 100:
         raise RefundError(f"amount {amount} too large")
     return Refund(Decimal(amount), "ok")
+
+
+@chronicle.boundary(kind="agent", name="gtr.tools")
+def tools(question, *names):
+    return [decide(question), *names]
+
+
+class Desk:
+    @chronicle.boundary(kind="agent", name="gtr.Desk.open")
+    @classmethod
+    def open(cls, question: str) -> str:
+        return decide(question)
+
+    @chronicle.boundary(kind="agent", name="gtr.Desk.answer")
+    def answer(self, question: str) -> str:
+        return decide(question)
 """
 
 
@@ -207,3 +223,29 @@ def test_the_conftest_is_written_once_and_never_over_another(recorder: Recorder,
     code, out, _ = gen_test(recorder, tid, "--out", str(outside))
     assert code == 0 and not (outside / "conftest.py").exists()
     assert f"note: {outside} is outside the project ({project})" in out
+
+
+def test_roots_that_are_methods_classmethods_or_take_star_args_give_tests_that_pass(
+    recorder: Recorder, project: Path
+) -> None:
+    from gtrapp import agent
+
+    calls = {
+        "tools": lambda: agent.tools("refund please", "search", "calc"),
+        "open": lambda: agent.Desk.open("refund please"),
+        "answer": lambda: agent.Desk().answer("refund please"),
+    }
+    for name, call in calls.items():
+        call()
+        recorder.config.force_flush()
+        code, _, err = gen_test(recorder, recorder.store.list_traces(limit=1)[0].trace_id, "--name", name)
+        assert code == 0, err
+        method_note = "the root is a method of Desk" in err
+        assert method_note == (name == "answer"), err
+    source = (project / "tests/regressions/test_answer.py").read_text()
+    assert "    instance = gtrapp.agent.Desk()\n" in source  # self is never recorded: the test builds the object
+    assert "chronicle_replay.rerun(instance=instance)" in source
+    assert "instance" not in (project / "tests/regressions/test_open.py").read_text()  # a classmethod needs none
+    proc = plain_pytest(project, "tests/regressions")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "3 passed" in proc.stdout

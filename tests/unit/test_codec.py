@@ -7,7 +7,7 @@ import math
 import uuid
 from collections import namedtuple
 from decimal import Decimal
-from pathlib import Path, PurePosixPath
+from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
 import orjson
@@ -187,6 +187,70 @@ def test_exceptions() -> None:
     assert unresolved == UnresolvedObject(
         "exception", f"{__name__}.{Private.__qualname__}", {"message": "x", "args": ["x"]}
     )
+
+
+class RateLimited(Exception):
+    """An SDK-style error: a keyword with a default, a message formatted from the argument."""
+
+    def __init__(self, symbol: str, status_code: int = 500) -> None:
+        super().__init__(f"rate limited on {symbol!r}")
+        self.symbol, self.status_code = symbol, status_code
+
+
+class Formatted(OSError):
+    def __init__(self, path: str) -> None:
+        super().__init__(2, "gone", path)
+
+
+def test_an_exception_is_rebuilt_as_raised_without_running_its_init_again() -> None:
+    back = roundtrip(RateLimited("MSFT", status_code=429))
+    assert type(back) is RateLimited and back.status_code == 429 and back.symbol == "MSFT"
+    assert back.args == ("rate limited on 'MSFT'",) and str(back) == "rate limited on 'MSFT'"  # not formatted twice
+    assert type(roundtrip(Formatted("/x"))) is Formatted  # OSError's own __new__, its __init__ not run
+    unicode = roundtrip(UnicodeDecodeError("utf-8", b"\xff", 0, 1, "bad"))
+    assert unicode.reason == "bad" and unicode.start == 0  # a builtin is made by its own constructor
+
+
+@dataclasses.dataclass
+class Tagged:
+    text: str
+
+    def __post_init__(self) -> None:
+        self.text = "[bot] " + self.text
+        self.length = len(self.text)  # derived outside the fields
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Scaled:
+    value: int
+    factor: dataclasses.InitVar[int]
+
+    def __post_init__(self, factor: int) -> None:
+        object.__setattr__(self, "value", self.value * factor)
+
+
+def test_a_dataclass_is_rebuilt_as_recorded_without_running_post_init_again() -> None:
+    back = roundtrip(Tagged("sell 5"))
+    assert back.text == "[bot] sell 5" and back.length == 12  # the tag once, the derived attribute kept
+    assert orjson.loads(encode(Tagged("x")))["attrs"] == {"length": 7}
+    assert orjson.loads(encode(Order("MSFT", 1))).keys() == {"$type", "class", "data"}  # nothing more when none
+    scaled = roundtrip(Scaled(5, 10))
+    assert type(scaled) is Scaled and scaled.value == 50  # an InitVar is never stored, and not needed
+
+
+def test_a_dataclass_field_added_since_the_recording_takes_its_default() -> None:
+    data = orjson.loads(encode(Order("MSFT", 1)))
+    del data["data"]["side"]
+    assert decode(orjson.dumps(data), allow=[__name__]) == Order("MSFT", 1, Side.BUY)
+    del data["data"]["qty"]
+    with pytest.raises(CodecError, match="no value for the field 'qty'"):
+        decode(orjson.dumps(data), allow=[__name__])
+
+
+def test_a_windows_path_comes_back_as_a_windows_path() -> None:
+    back = roundtrip(PureWindowsPath(r"C:\Users\x\report.txt"))
+    assert type(back) is PureWindowsPath and back.name == "report.txt" and back.drive == "C:"
+    assert "flavour" not in orjson.loads(encode(PurePosixPath("/a")))  # POSIX paths encode as before
 
 
 def test_registered_type_is_rebuilt_without_allow_list() -> None:
