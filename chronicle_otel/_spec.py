@@ -40,7 +40,27 @@ if TYPE_CHECKING:
 
     Wrapper = wrapt.FunctionWrapper[..., Any]
 else:
-    Wrapper = wrapt.FunctionWrapper
+
+    class _BoundWrapper(wrapt.BoundFunctionWrapper):
+        """A boundary bound to an object or class: pickled and copied as a bound method is."""
+
+        def __reduce_ex__(self, protocol: Any) -> Any:
+            return getattr, (self.__self__, self.__name__)
+
+    class Wrapper(wrapt.FunctionWrapper):
+        """The boundary wrapper: pickled by reference and never copied, as the function it wraps is (a process pool
+        sends it by name; ``copy.deepcopy`` of a configuration holding it keeps it)."""
+
+        __bound_function_wrapper__ = _BoundWrapper
+
+        def __reduce_ex__(self, protocol: Any) -> Any:
+            return self.__qualname__
+
+        def __copy__(self) -> Any:
+            return self
+
+        def __deepcopy__(self, memo: Any) -> Any:
+            return self
 
 
 class BoundaryKind(str, Enum):

@@ -202,12 +202,18 @@ class _Format:
 
     ``before`` has a fixed width and ends with ``anchor``, a literal the scanner searches for (a regex
     that starts with a literal prefix runs at string-search speed); what precedes the anchor is checked
-    behind it. ``gate`` is one character of every match: when a text lacks it (a ``memchr``), the scan is
+    behind it. ``gate`` is a part of every match (a character: a ``memchr``): when a text lacks it, the scan is
     skipped. ``boundary`` is a character class that must not precede the secret. A group named ``secret``
     in ``after`` narrows what is replaced; ``check`` rejects look-alikes.
+
+    The scanner runs ``scan``, ``after`` with its runs bounded (``{20,}`` made ``{20,256}``): a look-alike it
+    rejects costs at most the bound, not the rest of the text, so a text of many anchors ("task-task-…") is
+    scanned in linear time. A secret found is extended by ``tail``, the run the bound cut. With ``skip``, a match
+    that starts inside a secret found never ends after it (a run of token characters, a PEM block), so the scan
+    goes on after the secret.
     """
 
-    __slots__ = ("after", "anchor", "before", "boundary", "check", "gate", "name")
+    __slots__ = ("after", "anchor", "before", "boundary", "check", "gate", "name", "scan", "skip", "tail")
 
     def __init__(
         self,
@@ -219,6 +225,9 @@ class _Format:
         gate: str,
         boundary: str | None = None,
         check: Callable[[str], bool] | None = None,
+        scan: str | None = None,
+        tail: str | None = None,
+        skip: bool = False,
     ) -> None:
         self.name = name
         self.before = before
@@ -227,6 +236,9 @@ class _Format:
         self.gate = gate
         self.boundary = boundary
         self.check = check
+        self.scan = scan or after
+        self.tail = re.compile(tail) if tail else None
+        self.skip = skip
 
     @property
     def pattern(self) -> str:
@@ -244,6 +256,9 @@ _TOKEN = "[A-Za-z0-9_-]"
 _WORD = "[A-Za-z0-9_]"
 _PEM_LABEL = r"[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
 
+_RUN: Final = 256
+"""How far the scanner reads a token before deciding (a longer secret is then extended by its ``tail``)."""
+
 _FORMATS: tuple[_Format, ...] = (
     _Format(
         "openai_key",
@@ -253,17 +268,89 @@ _FORMATS: tuple[_Format, ...] = (
         gate="-",
         boundary=_TOKEN,
         check=lambda s: not _hyphenated_words(s),
+        scan=rf"(?!ant-){_TOKEN}{{20,{_RUN}}}",
+        tail=f"{_TOKEN}*",
+        skip=True,
     ),
-    _Format("anthropic_key", "sk-", rf"ant-{_TOKEN}{{20,}}", anchor="k-", gate="-", boundary=_TOKEN),
-    _Format("stripe_key", "[rs]k_", r"(?:live|test)_[A-Za-z0-9]{16,}", anchor="_", gate="_", boundary=_TOKEN),
+    _Format(
+        "anthropic_key",
+        "sk-",
+        rf"ant-{_TOKEN}{{20,}}",
+        anchor="k-",
+        gate="-",
+        boundary=_TOKEN,
+        scan=rf"ant-{_TOKEN}{{20,{_RUN}}}",
+        tail=f"{_TOKEN}*",
+        skip=True,
+    ),
+    _Format(
+        "stripe_key",
+        "[rs]k_",
+        r"(?:live|test)_[A-Za-z0-9]{16,}",
+        anchor="_",
+        gate="_",
+        boundary=_TOKEN,
+        scan=rf"(?:live|test)_[A-Za-z0-9]{{16,{_RUN}}}",
+        tail="[A-Za-z0-9]*",
+        skip=True,
+    ),
     _Format(
         "aws_access_key_id", "A", r"[KS]IA[A-Z0-9]{16}(?![A-Za-z0-9])", anchor="A", gate="A", boundary="[A-Za-z0-9]"
     ),
-    _Format("google_api_key", "A", rf"Iza{_TOKEN}{{20,}}", anchor="A", gate="A", boundary=_TOKEN),
-    _Format("github_token", "gh[pousr]_", r"[A-Za-z0-9]{20,}", anchor="_", gate="_", boundary=_TOKEN),
-    _Format("github_pat", "github_pat_", r"[A-Za-z0-9_]{22,}", anchor="_", gate="_", boundary=_TOKEN),
-    _Format("slack_token", "xox", r"[abprse]-[A-Za-z0-9-]{10,}", anchor="xox", gate="x", boundary=_TOKEN),
-    _Format("jwt", "eyJ", rf"{_TOKEN}+\.eyJ{_TOKEN}+\.{_TOKEN}*", anchor="eyJ", gate="J", boundary=_TOKEN),
+    _Format(
+        "google_api_key",
+        "A",
+        rf"Iza{_TOKEN}{{20,}}",
+        anchor="A",
+        gate="A",
+        boundary=_TOKEN,
+        scan=rf"Iza{_TOKEN}{{20,{_RUN}}}",
+        tail=f"{_TOKEN}*",
+        skip=True,
+    ),
+    _Format(
+        "github_token",
+        "gh[pousr]_",
+        r"[A-Za-z0-9]{20,}",
+        anchor="_",
+        gate="_",
+        boundary=_TOKEN,
+        scan=rf"[A-Za-z0-9]{{20,{_RUN}}}",
+        tail="[A-Za-z0-9]*",
+        skip=True,
+    ),
+    _Format(
+        "github_pat",
+        "github_pat_",
+        r"[A-Za-z0-9_]{22,}",
+        anchor="_",
+        gate="_",
+        boundary=_TOKEN,
+        scan=rf"[A-Za-z0-9_]{{22,{_RUN}}}",
+        tail="[A-Za-z0-9_]*",
+        skip=True,
+    ),
+    _Format(
+        "slack_token",
+        "xox",
+        r"[abprse]-[A-Za-z0-9-]{10,}",
+        anchor="xox",
+        gate="x",
+        boundary=_TOKEN,
+        scan=rf"[abprse]-[A-Za-z0-9-]{{10,{_RUN}}}",
+        tail="[A-Za-z0-9-]*",
+        skip=True,
+    ),
+    _Format(
+        "jwt",
+        "eyJ",
+        rf"{_TOKEN}+\.eyJ{_TOKEN}+\.{_TOKEN}*",
+        anchor="eyJ",
+        gate=".eyJ",
+        boundary=_TOKEN,
+        scan=rf"{_TOKEN}{{1,4096}}\.eyJ{_TOKEN}{{1,65536}}\.{_TOKEN}{{0,{_RUN}}}",
+        tail=f"{_TOKEN}*",
+    ),
     _Format(
         "bearer_token",
         "B",
@@ -272,6 +359,8 @@ _FORMATS: tuple[_Format, ...] = (
         gate="B",
         boundary=_WORD,
         check=_opaque_token,
+        scan=rf"(?:earer|EARER)(?:[ \t]|\\{{1,8}}t){{1,64}}(?P<secret>[A-Za-z0-9._~+/-]{{1,{_RUN}}}={{0,2}})",
+        tail="[A-Za-z0-9._~+/-]*=*",
     ),
     _Format(
         "basic_auth",
@@ -281,13 +370,16 @@ _FORMATS: tuple[_Format, ...] = (
         gate="B",
         boundary=_WORD,
         check=_basic_credentials,
+        scan=rf"(?:asic|ASIC)(?:[ \t]|\\{{1,8}}t){{1,64}}(?P<secret>[A-Za-z0-9+/]{{6,{_RUN}}}={{0,2}})",
+        tail="[A-Za-z0-9+/]*={0,2}",
     ),
-    _Format(
+    _Format(  # no bound: a match is always taken, and the scan goes on after it
         "private_key",
         "-----BEGIN",
         rf" ?{_PEM_LABEL}(?:[^\"]*?-----END {_PEM_LABEL}|[^\"]*)",
         anchor="-----BEGIN",
         gate="N",
+        skip=True,
     ),
     _Format("url_password", "://", r"[^\s:@/?#\"\\]*:(?P<secret>[^\s@/?#\"\\]+)@", anchor="://", gate="@"),
 )
@@ -329,8 +421,8 @@ class _Scanner:
             table: dict[str, _Entry] = {}
             for i, fmt in members:
                 alt = f"(?<={fmt.before})" if fmt.before != anchor else ""
-                group = f"s{i}" if "(?P<secret>" in fmt.after else None
-                alt += fmt.after.replace("(?P<secret>", f"(?P<{group}>") + f"(?P<f{i}>)"
+                group = f"s{i}" if "(?P<secret>" in fmt.scan else None
+                alt += fmt.scan.replace("(?P<secret>", f"(?P<{group}>") + f"(?P<f{i}>)"
                 alternatives.append(alt)
                 table[f"f{i}"] = (fmt, group, re.compile(fmt.boundary) if fmt.boundary else None)
             regex = re.compile(re.escape(anchor) + "(?:" + "|".join(alternatives) + ")")
@@ -357,8 +449,10 @@ class _Scanner:
         for gate, regex, table in self.groups:
             if gate not in text:
                 continue
+            tail_run: tuple[Any, int, int] = (None, 0, 0)  # the latest tail read: pattern, from, to
             m = regex.search(text)
             while m is not None:
+                resume = m.start() + 1
                 entry = table.get(m.lastgroup or "")
                 if entry is not None:
                     fmt, group, boundary = entry
@@ -373,10 +467,19 @@ class _Scanner:
                     ):
                         start, end = m.span(group) if group is not None else (lead, m.end())
                         if fmt.check is None or fmt.check(text[start:end]):
+                            if fmt.tail is not None:  # the rest of a run the scan's bound cut
+                                pattern, tail_from, tail_to = tail_run
+                                if pattern is fmt.tail and tail_from <= end <= tail_to:
+                                    end = tail_to  # inside the run read for the secret before: read once
+                                else:
+                                    tail_run = (fmt.tail, end, fmt.tail.match(text, end).end())  # type: ignore[union-attr]
+                                    end = tail_run[2]
                             found.append((start, end))
-                # on by one character, not past the match: a match (or a look-alike) may swallow the start of the
-                # next secret ("Bearer <token>/Bearer <token>"); overlapping spans are merged below
-                m = regex.search(text, m.start() + 1)
+                            if fmt.skip:
+                                resume = max(resume, end)
+                # a look-alike: on by one character, not past the match, which may swallow the start of the next
+                # secret ("Bearer <token>/Bearer <token>"); overlapping spans are merged below
+                m = regex.search(text, resume)
         if self.extra is not None:
             for m in self.extra.finditer(text):
                 group = self.extra_names.get(m.lastgroup or "")

@@ -939,3 +939,30 @@ def test_openinference_attributes_on_request(tmp_path: Any, monkeypatch: pytest.
     rec3 = make_recorder(tmp_path / "off", capture=chronicle.CaptureOptions(openinference=False))
     search("z")
     assert sc.OPENINFERENCE_SPAN_KIND not in rec3.attrs("oi.search")
+
+
+@chronicle.boundary(kind="tool", name="pickled.square")
+def pickled_square(x: int) -> int:
+    return x * x
+
+
+class PickledTools:
+    @chronicle.boundary(kind="tool", name="pickled.lookup")
+    def lookup(self, key: str) -> str:
+        return key.upper()
+
+    @chronicle.boundary(kind="tool", name="pickled.venue")
+    @classmethod
+    def venue(cls, symbol: str) -> str:
+        return cls.__name__ + symbol
+
+
+def test_a_boundary_pickles_and_copies_as_the_function_it_wraps() -> None:
+    import copy
+    import pickle
+
+    assert pickle.loads(pickle.dumps(pickled_square)) is pickled_square  # by reference, as a function
+    assert pickle.loads(pickle.dumps(PickledTools().lookup))("k") == "K"  # as a bound method
+    assert pickle.loads(pickle.dumps(PickledTools.venue))("X") == "PickledToolsX"
+    settings = {"tools": [pickled_square], "temperature": 0.2}
+    assert copy.deepcopy(settings)["tools"][0] is pickled_square and copy.copy(pickled_square) is pickled_square

@@ -1054,3 +1054,39 @@ def test_a_name_after_an_escape_in_json_is_read_without_the_escape_s_letter() ->
     data = orjson.dumps({"a": f"line1\npassword={PW}", "b": f"C:\\password={PW}", "c": f"x\\\npwd={PW}"})
     redacted = orjson.loads(PatternRedactor().redact_json(data))
     assert redacted == {"a": "line1\npassword=[REDACTED]", "b": "C:\\password=[REDACTED]", "c": "x\\\npwd=[REDACTED]"}
+
+
+@pytest.mark.parametrize(
+    "secret",
+    [
+        "sk-proj-" + "a1B2c3D4e5" * 60,
+        "sk-ant-api03-" + "Xy7_Qw-Rt5" * 60,
+        "sk_live_" + "4eC39HqLyj" * 60,
+        "AIza" + "SyDaGmWKa4" * 60,
+        "ghp_" + "16C7e42F29" * 60,
+        "github_pat_" + "11ABCDEFG_" * 60,
+        "xoxb-" + "1234567890-" * 60,
+        "eyJhbGciOiJSUzI1NiJ9.eyJ" + "zdWIiOiIx" * 700 + "." + "c2lnbmF0dXJl" * 40,
+        "Bearer " + "8a6f0c1e2d3b4a59/+." * 60,
+    ],
+    ids=["openai", "anthropic", "stripe", "google", "github", "github-pat", "slack", "jwt", "bearer"],
+)
+def test_a_secret_longer_than_the_scan_reads_at_once_is_redacted_whole(secret: str) -> None:
+    redactor = PatternRedactor()
+    for text in (secret, f"key: {secret}, then text", f"task-{'task-' * 50} {secret}"):
+        redacted = redactor.redact_text(text)
+        assert secret[-40:] not in redacted and REDACTED in redacted, redacted[:200]
+    data = codec.encode({"note": f"use {secret} now"}, redact=redactor).decode()
+    assert secret[-40:] not in data
+
+
+def test_many_look_alikes_in_one_text_are_each_read_once() -> None:
+    # "task-task-…", "sk-sk-…", repeated PEM headers: each anchor is a look-alike (or inside the secret before);
+    # the scan reads a bounded run at each and goes on, so a key at the end is still found
+    redactor = PatternRedactor()
+    for filler in ("task-" * 20_000, "sk-" * 20_000, "AIza" * 20_000, "eyJ" * 20_000):
+        text = filler + " " + OPENAI
+        redacted = redactor.redact_text(text)
+        assert OPENAI not in redacted and redacted.endswith(REDACTED)
+    pem = "-----BEGIN PRIVATE KEY-----" * 2_000
+    assert redactor.redact_text(pem) == REDACTED
