@@ -344,16 +344,22 @@ def run_sync(
     try:
         result = body(*args, **kwargs)
     except BaseException as exc:
-        context_api.detach(token)
-        call.fail(exc)
+        try:
+            context_api.detach(token)
+            call.fail(exc)
+        except RecursionError:  # at the recursion limit the record is lost, never the function's own exception
+            pass
         raise
-    context_api.detach(token)
-    adapter = spec.stream_adapter
-    if adapter is not None:
-        return _adapt(spec, adapter, call, result)
-    if _is_proxy(result):
-        return _adapt(spec, _PASSED_ON, call, result)
-    call.succeed(result)
+    try:
+        context_api.detach(token)
+        adapter = spec.stream_adapter
+        if adapter is not None:
+            return _adapt(spec, adapter, call, result)
+        if _is_proxy(result):
+            return _adapt(spec, _PASSED_ON, call, result)
+        call.succeed(result)
+    except RecursionError:  # at the recursion limit the record is lost, never the value
+        pass
     return result
 
 
@@ -373,16 +379,22 @@ async def run_async(
     try:
         result = await body(*args, **kwargs)
     except BaseException as exc:
-        context_api.detach(token)
-        call.fail(exc)
+        try:
+            context_api.detach(token)
+            call.fail(exc)
+        except RecursionError:  # at the recursion limit the record is lost, never the function's own exception
+            pass
         raise
-    context_api.detach(token)
-    adapter = spec.stream_adapter
-    if adapter is not None:
-        return _adapt(spec, adapter, call, result)
-    if _is_proxy(result):
-        return _adapt(spec, _PASSED_ON, call, result)
-    call.succeed(result)
+    try:
+        context_api.detach(token)
+        adapter = spec.stream_adapter
+        if adapter is not None:
+            return _adapt(spec, adapter, call, result)
+        if _is_proxy(result):
+            return _adapt(spec, _PASSED_ON, call, result)
+        call.succeed(result)
+    except RecursionError:  # at the recursion limit the record is lost, never the value
+        pass
     return result
 
 

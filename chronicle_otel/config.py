@@ -44,6 +44,7 @@ import atexit
 import contextlib
 import os
 import shutil
+import sys
 import tempfile
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -222,6 +223,9 @@ class StoreStats:
         expired_spans: spans that waited longer than the holding time for a boundary.
         lost_spans: evicted or expired spans of traces that turned out to have a boundary.
         held_spans: spans waiting now for a boundary of their trace.
+        dropped_payloads: whole payloads of spans cut on the span that never reached the store: the hand-off
+            buffer (``StoreOptions.buffer_bytes``) was full, or one payload was larger than it. Their spans keep the
+            cut text and the hash; replaying such a call fails with an error naming the missing payload.
     """
 
     filtered_traces: int
@@ -230,6 +234,7 @@ class StoreStats:
     expired_spans: int
     lost_spans: int
     held_spans: int
+    dropped_payloads: int = 0
 
 
 @dataclass(frozen=True)
@@ -248,12 +253,14 @@ class ChronicleStats:
 
     @property
     def dropped(self) -> int:
-        """Spans that will not reach a destination they were meant for.
+        """Spans that will not reach a destination they were meant for, whole.
 
-        Dropped, failed or undelivered by an export path, or lost by the store's holding area.
+        Dropped, failed or undelivered by an export path, lost by the store's holding area, or stored without the
+        whole payload the hand-off buffer dropped.
         """
         lost = sum(s.lost for s in self.exports.values())
-        return lost + (self.store.lost_spans if self.store is not None else 0)
+        store = self.store
+        return lost + (store.lost_spans + store.dropped_payloads if store is not None else 0)
 
 
 class ChronicleConfig:
@@ -383,6 +390,7 @@ class ChronicleConfig:
                 expired_spans=exporter.expired_spans,
                 lost_spans=exporter.lost_spans,
                 held_spans=exporter.held_spans,
+                dropped_payloads=pipeline.payload_buffer.dropped if pipeline.payload_buffer is not None else 0,
             )
             if exporter is not None
             else None
@@ -642,9 +650,15 @@ def configure(
             limit = pipeline.sdk_attribute_limit()
             if limit is not None and limit < settings.max_attribute_length:
                 settings = replace(settings, max_attribute_length=limit)
-        if previous is not None:
-            previous.shutdown(provider=reuse is None)
-        pipeline.start()
+        if previous is not None and reuse is not None:
+            # the same provider: the new processors take spans before the old ones stop, so none ends in between
+            pipeline.start()
+            previous._pipeline.supersede()
+            previous.shutdown(provider=False)
+        else:
+            if previous is not None:
+                previous.shutdown()
+            pipeline.start()
         config = ChronicleConfig(settings, pipeline)
         if not local:
             _install(config)
@@ -663,6 +677,8 @@ def _install(config: ChronicleConfig) -> None:
     metrics.register(_current_stats)  # once per process
     if not _DEFAULT.atexit_registered:
         atexit.register(_shutdown_at_exit)
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=_in_forked_child)
         _DEFAULT.atexit_registered = True
 
 
@@ -756,6 +772,25 @@ def _shutdown_at_exit() -> None:
     config = _DEFAULT.config
     if config is not None:
         config.shutdown()
+
+
+def _in_forked_child() -> None:
+    """Export the spans of a ``multiprocessing`` child started by fork when it exits.
+
+    Such a child ends with ``os._exit``, skipping ``atexit``; its own exit handlers
+    (``multiprocessing.util.Finalize``, registered once the child has set itself up) still run.
+    """
+    if "multiprocessing" in sys.modules and _DEFAULT.config is not None:
+        with contextlib.suppress(Exception):
+            import multiprocessing.util
+
+            multiprocessing.util.register_after_fork(_DEFAULT, _finalize_in_child)
+
+
+def _finalize_in_child(slot: _Slot) -> None:
+    import multiprocessing.util
+
+    multiprocessing.util.Finalize(None, _shutdown_at_exit, exitpriority=0)
 
 
 def _reset_for_tests() -> None:

@@ -127,8 +127,8 @@ METRIC_SPANS_QUEUED: Final = "chronicle.spans.queued"
 METRIC_EXPORT_PATH: Final = "chronicle.export.path"
 """Metric attribute: ``store`` or ``otlp``."""
 METRIC_LOSS_CAUSE: Final = "chronicle.loss.cause"
-"""Metric attribute: ``queue_full``, ``export_failed``, ``undelivered`` or ``no_boundary_window`` (the store's
-holding area)."""
+"""Metric attribute: ``queue_full``, ``export_failed``, ``undelivered``, ``no_boundary_window`` (the store's
+holding area) or ``payload_buffer_full`` (a span stored without its whole payload)."""
 
 # OpenTelemetry code attributes.
 CODE_FUNCTION: Final = "code.function.name"

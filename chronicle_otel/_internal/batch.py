@@ -145,6 +145,7 @@ class BatchProcessor(SpanProcessor):
         self._stopping = False
         self._closed = False
         self._abandoned = False
+        self._superseded = False
         self._init_thread()
         _register_fork(self)
 
@@ -168,10 +169,12 @@ class BatchProcessor(SpanProcessor):
 
     def on_end(self, span: ReadableSpan) -> None:
         """Queue an ended (sampled) span; wait for room or drop it when the queue is full."""
-        if self._stopping:
-            return
         context = span.context
         if context is None or not context.trace_flags.sampled:
+            return
+        if self._stopping:
+            if not self._superseded:  # ended after shutdown (a thread still recording at exit): counted
+                self._drop_after_shutdown()
             return
         queue = self._queue
         if len(queue) >= self.max_queue_size and not self._make_room():
@@ -193,6 +196,21 @@ class BatchProcessor(SpanProcessor):
         if len(queue) >= self.max_batch:
             with self._cond:
                 self._cond.notify()
+
+    def _drop_after_shutdown(self) -> None:
+        with self._drop_lock:
+            self._dropped += 1
+        warn_once(
+            f"after-shutdown-{self.name}",
+            "chronicle_otel: spans that end after the %s export was shut down are dropped (a thread still recording "
+            "at exit?); the total is in get_config().stats()",
+            self.name,
+        )
+
+    def supersede(self) -> None:
+        """A newer processor of the same provider takes every span from now on: spans this one no longer accepts
+        once it stops are not lost (``configure()`` called again)."""
+        self._superseded = True
 
     def _make_room(self) -> bool:
         """Under ``on_full="block"``, wait (bounded) until the exporter has taken spans; True when there is room."""
@@ -288,7 +306,8 @@ class BatchProcessor(SpanProcessor):
                 self.exporter.shutdown()
         if self._dropped or self._failed:
             _log.warning(
-                "chronicle_otel: %s export: %d spans accepted, %d exported, %d dropped (queue full), %d failed",
+                "chronicle_otel: %s export: %d spans accepted, %d exported, %d dropped (queue full, or ended after "
+                "shutdown), %d failed",
                 self.name,
                 self.stats().accepted,
                 self._exported,

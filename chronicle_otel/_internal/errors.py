@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import traceback
 from types import TracebackType
 from typing import Final
 
@@ -37,8 +36,10 @@ _MAX_SEEN = 1024
 
 
 def _cause(exc: BaseException) -> tuple[str, str]:
-    tb = traceback.extract_tb(exc.__traceback__)
-    where = f"{tb[-1].filename}:{tb[-1].lineno}" if tb else "?"
+    tb = exc.__traceback__  # the innermost frame, read directly: no source line is looked up
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    where = f"{tb.tb_frame.f_code.co_filename}:{tb.tb_lineno}" if tb is not None else "?"
     return (type(exc).__qualname__, where)
 
 
@@ -109,7 +110,10 @@ class handle_internal_errors:
     def _swallows(self, exc: Exception) -> bool:
         if RAISE_INTERNAL_ERRORS and not self.external:
             return False
-        log_once(self.what % self.args if self.args else self.what, exc)
+        try:  # noqa: SIM105 - no context manager: it would take frames at the recursion limit
+            log_once(self.what % self.args if self.args else self.what, exc)
+        except Exception:  # the report itself failed (at the recursion limit, a broken log handler): the user's
+            pass  # call goes on with its own value or exception all the same
         return True
 
     def absorb(self, exc: Exception) -> None:

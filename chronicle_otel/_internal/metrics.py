@@ -50,6 +50,8 @@ def register(stats: Callable[[], Any]) -> None:
         if current.store is not None:
             attrs = {semconv.METRIC_EXPORT_PATH: "store", semconv.METRIC_LOSS_CAUSE: "no_boundary_window"}
             out.append(Observation(current.store.lost_spans, attrs))
+            attrs = {semconv.METRIC_EXPORT_PATH: "store", semconv.METRIC_LOSS_CAUSE: "payload_buffer_full"}
+            out.append(Observation(current.store.dropped_payloads, attrs))
         return out
 
     def queued(options: CallbackOptions) -> Iterable[Observation]:

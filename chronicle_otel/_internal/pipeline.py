@@ -13,6 +13,7 @@ to the provider.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Mapping
@@ -32,6 +33,8 @@ from .batch import BatchProcessor
 from .buffer import PayloadBuffer
 from .errors import handle_internal_errors
 from .params import OTLP_PROTOCOL, STORE_PATH, PayloadSettings, StoreSettings, resolve
+
+_log = logging.getLogger("chronicle_otel")
 
 INSTRUMENTATION_NAME = "chronicle_otel"
 
@@ -194,6 +197,12 @@ class Pipeline:
             if self._drain is not None:  # last: a span has reached every exporter's queue when it runs
                 self.tracer_provider.add_span_processor(self._drain)
 
+    def supersede(self) -> None:
+        """A newer pipeline's processors are on the same provider: this one's stop loses nothing."""
+        for processor in self.processors:
+            if isinstance(processor, BatchProcessor):
+                processor.supersede()
+
     @property
     def closed(self) -> bool:
         """True once :meth:`shutdown` ran."""
@@ -258,6 +267,13 @@ class Pipeline:
         if self.uploader is not None:
             with handle_internal_errors("shutting down the payload uploader", external=True):
                 self.uploader.shutdown()
+        if self.payload_buffer is not None and self.payload_buffer.dropped:
+            _log.warning(
+                "chronicle_otel: %d whole payloads were dropped from the full payload buffer (%d bytes): their spans "
+                "keep the cut text only",
+                self.payload_buffer.dropped,
+                self.payload_buffer.max_bytes,
+            )
         if provider and self.owns_provider and isinstance(self.tracer_provider, TracerProvider):
             with handle_internal_errors("shutting down the tracer provider", external=True):
                 self.tracer_provider.shutdown()

@@ -156,7 +156,7 @@ def test_failed_exports_are_counted() -> None:
     processor.shutdown()
 
 
-def test_unsampled_spans_and_spans_after_shutdown_are_ignored() -> None:
+def test_unsampled_spans_are_ignored_and_spans_ended_after_shutdown_are_counted() -> None:
     from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 
     exporter = Collecting()
@@ -164,9 +164,25 @@ def test_unsampled_spans_and_spans_after_shutdown_are_ignored() -> None:
     provider = TracerProvider(sampler=ALWAYS_OFF)
     provider.add_span_processor(processor)
     _end(provider.get_tracer("t"), 3)
-    processor.shutdown()
-    processor.on_end(object())  # type: ignore[arg-type]
     assert processor.stats().accepted == 0 and exporter.spans == []
+    _, tracer = _tracer(processor)
+    late = tracer.start_span("late")  # a thread still recording at exit
+    processor.shutdown()
+    late.end()
+    assert exporter.spans == [] and processor.stats().dropped == 1
+
+
+def test_a_superseded_processor_counts_nothing_after_it_stops() -> None:
+    """configure() again: the new processors take every span before the old ones stop."""
+    old, new = BatchProcessor(Collecting(), name="t", max_delay=60), BatchProcessor(Collecting(), name="t")
+    provider, tracer = _tracer(old)
+    provider.add_span_processor(new)
+    old.supersede()
+    old.shutdown()
+    _end(tracer, 2)
+    new.force_flush(10_000)
+    assert old.stats().dropped == 0 and new.stats().exported == 2
+    new.shutdown()
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="fork() only")

@@ -205,3 +205,67 @@ def test_a_return_value_whose_class_raises_is_returned(recorder: Recorder, swall
     recorder.config.force_flush()
     ended = {span.name for span in recorder.memory.get_finished_spans()}
     assert {"lazy.sync", "lazy.async"} <= ended  # their spans ended too
+
+
+@pytest.mark.parametrize("where", ["report", "fail", "succeed"])
+def test_at_the_recursion_limit_the_function_keeps_its_own_value_and_exception(
+    recorder: Recorder, monkeypatch: pytest.MonkeyPatch, swallow_internal_errors: None, where: str
+) -> None:
+    """Near the recursion limit, recording (or reporting its own failure) raises RecursionError: the call's record
+    is lost, never what the function returned or raised."""
+    from chronicle_otel import _recording
+
+    def overflow(*args: Any, **kwargs: Any) -> None:
+        raise RecursionError("maximum recursion depth exceeded")
+
+    if where == "report":  # the recording fails, and logging that failure overflows too
+        monkeypatch.setattr(errors, "log_once", overflow)
+        monkeypatch.setattr(_recording.Call, "_error", overflow)
+        monkeypatch.setattr(_recording.Call, "_output", overflow, raising=False)
+    else:
+        monkeypatch.setattr(_recording.Call, where, overflow)
+    original = LookupError("own")
+
+    @chronicle.boundary(name="deep")
+    def deep(fail: bool) -> object:
+        if fail:
+            raise original
+        return original
+
+    with pytest.raises(LookupError) as info:
+        deep(True)
+    assert info.value is original and info.value.__context__ is None
+    assert deep(False) is original
+
+    async def adeep() -> object:
+        return original
+
+    import asyncio
+
+    assert asyncio.run(chronicle.boundary(name="adeep")(adeep)()) is original
+
+
+def test_payloads_the_full_hand_off_buffer_drops_are_counted_and_reported(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = chronicle.StoreOptions(path=tmp_path / ".chronicle", buffer_bytes=50_000, max_delay=60)
+    rec = make_recorder(tmp_path, store=store)
+
+    @chronicle.boundary(name="big", kind="tool")
+    def big(text: str) -> str:
+        return "ok"
+
+    for i in range(6):  # 40 KB inputs, cut on the span: each waits for the exporter in the buffer
+        big(f"{i}" * 40_000)
+    rec.config.force_flush()
+    stats = rec.config.stats()
+    assert stats.store is not None and stats.store.dropped_payloads == 5  # each newer one pushed the older out
+    assert stats.dropped == 5
+    missing = 0
+    for summary in rec.store.list_traces(limit=10):
+        boundary = chronicle.load_trace(rec.store.path, summary.trace_id).boundaries[0]
+        missing += boundary.raw_input is not None and not boundary.raw_input.complete
+    assert missing == 5
+    with caplog.at_level(logging.WARNING, logger="chronicle_otel"):
+        rec.config.shutdown()
+    assert any("5 whole payloads were dropped" in m for m in warnings_of(caplog))
