@@ -18,10 +18,12 @@ import traceback
 from collections.abc import Callable
 from typing import Any, Final
 
+import orjson
 from opentelemetry import trace as trace_api
 
 from ._internal.buffer import Payload
 from ._internal.digest import payload_digest
+from ._internal.errors import warn_once
 from ._internal.names import module_name, qualified_name
 from ._internal.session_attrs import AttributeValue
 from .codec import encode, encode_unscanned, exception_attrs, to_json_value, value_scan
@@ -61,18 +63,49 @@ class EncodedItem:
 
 _UNCHANGING: Final = frozenset({str, int, float, bool, bytes, type(None)})
 
+MAX_STREAM_BYTES: Final = 16 << 20
+"""What one recorded stream keeps of its items, at most: the items past it are recorded as placeholders (a
+stream of audio frames or file chunks never holds its whole length in memory)."""
 
-def item_snapshot(redactor: Redactor | None) -> Callable[[Any], Any]:
+_PAST_THE_BUDGET: Final = EncodedItem(
+    orjson.dumps(
+        {
+            "$type": "unencodable",
+            "class": "stream item",
+            "repr": f"past the {MAX_STREAM_BYTES >> 20} MiB kept of a stream",
+        },
+        option=orjson.OPT_SORT_KEYS,
+    )
+)
+
+
+def item_snapshot(redactor: Redactor | None, budget: int | None = None) -> Callable[[Any], Any]:
     """What a stream driver keeps of an item: the item when it cannot change, else its encoding at that moment (a
-    partial message updated and yielded again, a chunk the consumer marks): the recording holds what was yielded."""
+    partial message updated and yielded again, a chunk the consumer marks): the recording holds what was yielded.
+    Past ``budget`` bytes of items (default :data:`MAX_STREAM_BYTES`), a placeholder (said once)."""
+    budget = MAX_STREAM_BYTES if budget is None else budget
+    left = [budget]
 
     def snapshot(item: Any) -> Any:
-        if type(item) in _UNCHANGING:
-            return item
-        try:
-            return EncodedItem(encode_unscanned(item, redact=redactor)[0])
-        except Exception:  # the encoder never raises; should it, the item is encoded at the end, as it is then
-            return item
+        t = type(item)
+        if t in _UNCHANGING:
+            left[0] -= len(item) if t is str or t is bytes else 8
+            kept = item
+        else:
+            try:
+                kept = EncodedItem(encode_unscanned(item, redact=redactor)[0])
+            except Exception:  # the encoder never raises; should it, the item is encoded at the end, as it is then
+                return item
+            left[0] -= len(kept.data)
+        if left[0] < 0:
+            warn_once(
+                "stream-budget",
+                "chronicle_otel: a stream yielded more than the %d MiB chronicle keeps of one stream: the items past "
+                "it are recorded as placeholders",
+                budget >> 20,
+            )
+            return _PAST_THE_BUDGET
+        return kept
 
     return snapshot
 

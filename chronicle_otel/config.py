@@ -593,8 +593,9 @@ def configure(
             signal take its course (the handler found is chained). Default: ``$CHRONICLE_FLUSH_ON_SIGNALS``, else
             True. Process-wide configurations only, installed from the main thread.
         exit_timeout: seconds the OTLP export chronicle adds may take to deliver what is queued at shutdown (a dead
-            collector never holds the exit longer); the rest is counted and logged. The local store is always
-            written in full. Default: ``$CHRONICLE_EXIT_TIMEOUT``, else 5.
+            collector never holds the exit longer); the rest is counted and logged. The local store gets this long or
+            60 s, whichever is more (a store whose index another process keeps locked). Default:
+            ``$CHRONICLE_EXIT_TIMEOUT``, else 5.
 
     Returns:
         The resolved :class:`ChronicleConfig`.

@@ -258,5 +258,6 @@ CHRONICLE_EXIT_TIMEOUT: Final = "CHRONICLE_EXIT_TIMEOUT"
 .. envvar:: CHRONICLE_EXIT_TIMEOUT
 
 Seconds the OTLP export chronicle set up may take to deliver what is queued when the process exits (or on
-``shutdown()``); what is left is counted and logged. The local store is always written in full. Default: 5.
+``shutdown()``); what is left is counted and logged. The local store gets this long or 60 s, whichever is more.
+Default: 5.
 """

@@ -14,6 +14,7 @@ to the provider.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from collections.abc import Mapping
@@ -25,6 +26,7 @@ from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
 
+from ..errors import ConfigError
 from ..export import ChronicleExporter
 from ..export._uploader import PayloadUploader
 from ..store import LocalStore
@@ -37,6 +39,11 @@ from .params import OTLP_PROTOCOL, STORE_PATH, PayloadSettings, StoreSettings, r
 _log = logging.getLogger("chronicle_otel")
 
 INSTRUMENTATION_NAME = "chronicle_otel"
+
+STORE_EXIT_TIMEOUT = 60.0
+"""Seconds the store may take at shutdown to write what is queued (a healthy store writes thousands of spans a
+second; one whose index another process keeps locked would otherwise hold the exit for as long): what is left then
+is counted as undelivered and logged."""
 
 _MAX_EXPORT_BATCH_SIZE = 2048
 _OTLP_MAX_DELAY = 1.0
@@ -126,7 +133,7 @@ class Pipeline:
             payloads: ``(your own payload store or None, settings)``; object storage when the settings say so.
             otlp: add an OTLP exporter when chronicle owns the provider.
             environ: the environment the OTLP protocol is read from (default: ``os.environ``).
-            exit_timeout: seconds the OTLP export may take at shutdown (the store is always written in full).
+            exit_timeout: seconds the OTLP export may take at shutdown (the store: at least :data:`STORE_EXIT_TIMEOUT`).
 
         Raises:
             ConfigError: the OTLP protocol variable is invalid, or the object store cannot be set up.
@@ -143,7 +150,7 @@ class Pipeline:
                 provider, owns = current, False
             else:
                 resource = Resource.create({SERVICE_NAME: service_name} if service_name else {})
-                provider, owns, created = TracerProvider(resource=resource), True, True
+                provider, owns, created = _provider(resource), True, True
         otlp_exporter = _otlp_exporter(environ) if owns and otlp else None  # may raise: before the store
         uploader = _uploader(payloads, store, environ)  # may raise too (a bad URL, no s3 extra)
         processors: list[SpanProcessor] = []
@@ -162,6 +169,7 @@ class Pipeline:
                     max_batch=_MAX_EXPORT_BATCH_SIZE,
                     max_delay=store.max_delay,
                     on_full=store.on_full,
+                    shutdown_timeout=max(STORE_EXIT_TIMEOUT, exit_timeout),
                 )
             )
         if otlp_exporter is not None:
@@ -283,6 +291,21 @@ class Pipeline:
         if self.owns_provider and isinstance(self.tracer_provider, TracerProvider):
             return self.tracer_provider
         return None
+
+
+_SDK_VALUE_ERROR = re.compile(r"(?P<name>OTEL_[A-Z0-9_]+) must be (?P<expected>.+?) but got (?P<value>.*)")
+
+
+def _provider(resource: Resource) -> TracerProvider:
+    """A new TracerProvider; an ``OTEL_*`` limit the SDK refuses (``OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT=abc``) is a
+    :class:`ConfigError` naming the variable, as chronicle's own variables are."""
+    try:
+        return TracerProvider(resource=resource)
+    except ValueError as exc:
+        m = _SDK_VALUE_ERROR.fullmatch(str(exc))
+        if m is None:
+            raise
+        raise ConfigError(m["name"], m["value"], m["expected"]) from None
 
 
 class _DrainOnStop(SpanProcessor):

@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 from opentelemetry.trace import Link, SpanContext, TraceFlags
 
@@ -513,9 +513,15 @@ class ReplayRun:
         return checked
 
     def _unresolved_finding(self, rec: Boundary, names: set[str]) -> None:
-        listed = ", ".join(sorted(names)[:5])
+        listed = ", ".join(sorted(n.removeprefix(UNRECORDED) for n in names)[:5])
         never = sorted(n for n in names if _never_rebuilt(n))
-        if never:
+        unrecorded = sorted(n.removeprefix(UNRECORDED) for n in names if n.startswith(UNRECORDED))
+        if unrecorded:
+            advice = (
+                f"{', '.join(unrecorded[:5])} was never recorded (only its text was kept: it could not be encoded, "
+                "or it came past what one stream keeps); select the boundary live, or override it (override=)"
+            )
+        elif never:
             advice = (
                 f"{', '.join(never[:5])} is never rebuilt (a BaseException that is not an Exception): the stub raises "
                 "a ReplayedError in its place; select the boundary live, or override it (override=)"
@@ -779,10 +785,14 @@ def _never_rebuilt(name: str) -> bool:
     return isinstance(found, type) and issubclass(found, BaseException) and not issubclass(found, Exception)
 
 
+UNRECORDED: Final = "(not recorded) "
+"""Marks the class name of a placeholder for a value that was never recorded (``unencodable``: only its repr)."""
+
+
 def _unresolved(value: Any, found: set[str], depth: int = 0) -> set[str]:
-    """The class names of the placeholders in a decoded value."""
+    """The class names of the placeholders in a decoded value (:data:`UNRECORDED` before those never recorded)."""
     if isinstance(value, UnresolvedObject):
-        found.add(value.class_name)
+        found.add(UNRECORDED + value.class_name if value.tag == "unencodable" else value.class_name)
     elif depth < 64:
         if type(value) is dict:
             for v in value.values():

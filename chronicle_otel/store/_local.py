@@ -331,6 +331,19 @@ class LocalStore(StoreReader):
         self._segment_pid = pid
         return self._fd
 
+    def _start_over(self) -> None:
+        """The store directory was removed while this writer had it open (``rm -rf .chronicle``, a cleanup job):
+        writing on through the open files would lose every later span with nothing said. Close them; the next
+        write creates a new store at the path."""
+        self._close_segment()
+        self._compression = None
+        super().close()
+        logger.warning(
+            "chronicle_otel: the store %s was removed while recording; a new store is started there (what it held is "
+            "gone)",
+            self.path,
+        )
+
     def _close_segment(self, *, remove: bool = False) -> None:
         """Close the open segment (a forked child only closes its copy); ``remove`` also deletes the file."""
         fd = self._fd
@@ -399,6 +412,8 @@ class LocalStore(StoreReader):
             self._unreported = None
 
     def _write(self, records: list[TraceRecord], payloads: list[tuple[str, bytes]]) -> None:
+        if self._db is not None and not os.path.lexists(self.path / MANIFEST):
+            self._start_over()
         db = self._connect(create=True)
         assert db is not None
         db.execute("BEGIN IMMEDIATE")  # an index that cannot be written fails here, before any line is appended

@@ -278,3 +278,13 @@ def test_spans_of_a_normal_run_are_flushed_at_exit(tmp_path: Path) -> None:
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[2])
     with contextlib.closing(chronicle.LocalStore(tmp_path / "exit")) as store:
         assert len(store.list_traces()) == 7
+
+
+@pytest.mark.parametrize("variable", ["OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT", "OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT"])
+def test_an_sdk_limit_variable_the_sdk_refuses_is_a_config_error_naming_it(
+    monkeypatch: pytest.MonkeyPatch, variable: str
+) -> None:
+    monkeypatch.setenv(variable, "abc")
+    with pytest.raises(chronicle.ConfigError, match=f"invalid value for {variable}: 'abc'") as info:
+        chronicle.configure(store=False, local=True)
+    assert info.value.name == variable

@@ -269,3 +269,17 @@ def test_payloads_the_full_hand_off_buffer_drops_are_counted_and_reported(
     with caplog.at_level(logging.WARNING, logger="chronicle_otel"):
         rec.config.shutdown()
     assert any("5 whole payloads were dropped" in m for m in warnings_of(caplog))
+
+
+def test_the_store_has_a_deadline_at_exit_too(tmp_path: Path) -> None:
+    """An index another process keeps locked would hold the exit for as long: the store gets 60 s, or exit_timeout."""
+    from chronicle_otel._internal.batch import BatchProcessor
+    from chronicle_otel._internal.pipeline import STORE_EXIT_TIMEOUT
+
+    for exit_timeout, expected in ((5.0, STORE_EXIT_TIMEOUT), (120.0, 120.0)):
+        config = chronicle.configure(
+            store=chronicle.StoreOptions(path=tmp_path / f"s{exit_timeout}"), exit_timeout=exit_timeout, local=True
+        )
+        (store,) = [p for p in config.processors if isinstance(p, BatchProcessor) and p.name == "store"]
+        assert store.shutdown_timeout == expected
+        config.shutdown()

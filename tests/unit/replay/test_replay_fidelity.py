@@ -291,3 +291,31 @@ def test_a_method_root_asks_for_the_instance(recorder: Recorder) -> None:
     with chronicle.replay(trace) as run:
         assert run.rerun(instance=Bot()) == "R"
     assert run.report.ok, run.report
+
+
+@chronicle.boundary(kind="tool", name="fid.frames")
+def frames(count: int) -> Iterator[str]:
+    for i in range(count):
+        yield str(i) * 300  # audio frames, file chunks
+
+
+def test_a_long_stream_keeps_a_bounded_part_and_says_so(
+    recorder: Recorder, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from chronicle_otel import _payloads
+    from chronicle_otel.codec import UnresolvedObject
+
+    monkeypatch.setattr(_payloads, "MAX_STREAM_BYTES", 1_000)
+    with caplog.at_level("WARNING", logger="chronicle_otel"):
+        assert len(list(frames(8))) == 8  # the consumer gets every item
+    recorder.config.force_flush()
+    items = chronicle.load_trace(recorder.store.path, "latest").boundaries[0].output
+    assert items[:3] == ["0" * 300, "1" * 300, "2" * 300] and len(items) == 8
+    assert all(isinstance(i, UnresolvedObject) and i.tag == "unencodable" for i in items[3:])
+    assert any("more than the" in r.getMessage() for r in caplog.records)
+    trace = chronicle.load_trace(recorder.store.path, "latest")
+    with chronicle.replay(trace, stub={"fid.frames"}) as run:  # the stream is the root here: call it in the replay
+        assert len(list(frames(8))) == 8
+    (finding,) = run.report.divergences
+    assert finding.kind == "unresolved" and "stream item was never recorded" in finding.message
+    assert "allow=" not in finding.message

@@ -144,3 +144,25 @@ def test_the_rows_per_statement_follow_what_this_sqlite_takes(monkeypatch: pytes
     assert _local._takes_parameters(14)
     assert not _local._takes_parameters(10**7)
     assert (512 if _local._takes_parameters(512 * 14) else 64) == _local._ROWS_PER_INSERT
+
+
+def test_a_store_removed_while_recording_is_started_again_and_said(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import shutil
+
+    path = tmp_path / "store"
+    writer = LocalStore(path, durable=False)
+    writer.write_batch([_record(1)])
+    shutil.rmtree(path)  # an operator's `rm -rf .chronicle`, a cleanup job
+    with caplog.at_level("WARNING", logger="chronicle_otel"):
+        writer.write_batch([_record(2)])
+        writer.write_batch([_record(3)])
+    assert sum("was removed while recording" in r.getMessage() for r in caplog.records) == 1
+    reader = StoreReader(path)  # a new store at the path, holding what came after, readable by anyone
+    try:
+        assert sorted(t.trace_id for t in reader.list_traces()) == [f"{2:032x}", f"{3:032x}"]
+        assert _names(reader, f"{3:032x}") == ["s3.0"]
+    finally:
+        reader.close()
+        writer.close()
