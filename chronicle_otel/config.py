@@ -221,7 +221,8 @@ class StoreStats:
         filtered_spans: their spans.
         evicted_spans: spans dropped from the full holding area.
         expired_spans: spans that waited longer than the holding time for a boundary.
-        lost_spans: evicted or expired spans of traces that turned out to have a boundary.
+        lost_spans: spans dropped (evicted, expired, or filtered when the trace's local root ended first) of traces
+            that turned out to have a boundary.
         held_spans: spans waiting now for a boundary of their trace.
         dropped_payloads: whole payloads of spans cut on the span that never reached the store: the hand-off
             buffer (``StoreOptions.buffer_bytes``) was full, or one payload was larger than it. Their spans keep the

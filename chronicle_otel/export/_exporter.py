@@ -92,8 +92,8 @@ class ChronicleExporter(SpanExporter):
         filtered_spans: spans not stored because their trace had no boundary.
         evicted_spans: held spans dropped because the holding area was full.
         expired_spans: held spans dropped because they waited longer than ``hold_seconds``.
-        lost_spans: evicted or expired spans whose trace then turned out to have a boundary: missing
-            from a stored trace.
+        lost_spans: spans dropped before the first boundary of their trace came (evicted, expired, or filtered
+            when the trace's local root ended first): missing from a stored trace.
 
     Raises:
         ConfigError: ``keep`` or ``$CHRONICLE_STORE_KEEP`` is not ``boundaries`` or ``all``.
@@ -214,7 +214,7 @@ class ChronicleExporter(SpanExporter):
         kept = self._kept
         for trace_id, items in by_trace.items():
             if trace_id in kept or _has_boundary(items):
-                written, written_attrs = self._release(trace_id, payloads)
+                written, written_attrs = self._release(trace_id, payloads, items)
                 for span, span_id, attrs in items:
                     written.append(span)
                     written_attrs.append(attrs)
@@ -236,21 +236,25 @@ class ChronicleExporter(SpanExporter):
         if lines.records or payloads:
             self.store.write_batch(lines.encoded(), payloads)
 
-    def _release(self, trace_id: int, payloads: Payloads) -> tuple[list[ReadableSpan], list[Attributes]]:
+    def _release(
+        self, trace_id: int, payloads: Payloads, items: list[tuple[ReadableSpan, int, Attributes]]
+    ) -> tuple[list[ReadableSpan], list[Attributes]]:
         """Mark the trace kept; its held spans (to write), their attributes, and their payloads."""
         kept = self._kept
         known = trace_id in kept
         kept.put(trace_id, True)
         if not known:
-            self._dropped.pop(trace_id)
-            lost = self._evicted.pop(trace_id, 0)
+            lost = self._evicted.pop(trace_id, 0) or 0
+            filtered = self._dropped.pop(trace_id)
+            if filtered and any(span.parent is not None and span.parent.span_id in filtered for span, _, _ in items):
+                lost += len(filtered)  # spans below a local root that ended before the boundary came (a detached task)
             if lost:
                 self.lost_spans += lost
                 warn_once(
                     "store-keep-lost",
-                    "chronicle_otel: %d span(s) of trace %032x were dropped while waiting for its first boundary "
-                    "(the holding area was full or they waited longer than %ss), so the stored trace misses them; "
-                    "ChronicleExporter.lost_spans counts them. Later losses are counted only.",
+                    "chronicle_otel: %d span(s) of trace %032x were dropped before its first boundary came (its root "
+                    "span had ended, the holding area was full, or they waited longer than %ss), so the stored trace "
+                    "misses them; ChronicleExporter.lost_spans counts them. Later losses are counted only.",
                     lost,
                     trace_id,
                     self.hold_seconds,

@@ -325,6 +325,20 @@ def test_spans_held_longer_than_the_bound_are_dropped_and_lost_if_a_boundary_fol
     setup.provider.shutdown()
 
 
+def test_a_boundary_after_its_request_ended_counts_the_dropped_request_as_lost(web: Setup) -> None:
+    """A detached task: the request answered (its spans had no boundary, so they were dropped), then the task the
+    request started calls a boundary in the same trace. The stored trace misses the request: counted and said."""
+    with web.tracer.start_as_current_span("POST /order", kind=SpanKind.SERVER) as request:
+        with web.tracer.start_as_current_span("db.insert"):
+            pass
+        context = trace.set_span_in_context(request)
+    assert counters(web.exporter)["filtered_spans"] == 2 and web.stored() == {}
+    with web.tracer.start_as_current_span("agent.run", context=context, attributes=BOUNDARY):
+        pass
+    assert list(web.stored().values()) == [["agent.run"]]
+    assert web.exporter.lost_spans == 2
+
+
 def test_flush_keeps_running_traces_held_and_shutdown_drops_them(tmp_path: Path) -> None:
     setup = Setup(tmp_path)
     roots = _open_requests(setup, 2)
