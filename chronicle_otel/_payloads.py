@@ -88,8 +88,11 @@ def item_snapshot(redactor: Redactor | None, budget: int | None = None) -> Calla
 
     def snapshot(item: Any) -> Any:
         t = type(item)
-        if t in _UNCHANGING:
-            left[0] -= len(item) if t is str or t is bytes else 8
+        if t in _UNCHANGING:  # what the item takes in the recording: UTF-8 (at most 4 bytes a character), base64
+            if t is str:
+                left[0] -= len(item) if item.isascii() else 4 * len(item)
+            else:
+                left[0] -= len(item) * 4 // 3 if t is bytes else 8
             kept = item
         else:
             try:

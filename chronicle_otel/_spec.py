@@ -12,6 +12,7 @@ the call to the active replay if there is one and otherwise to the runner.
 
 from __future__ import annotations
 
+import copy
 import inspect
 import warnings
 from collections.abc import Callable, Mapping
@@ -42,10 +43,20 @@ if TYPE_CHECKING:
 else:
 
     class _BoundWrapper(wrapt.BoundFunctionWrapper):
-        """A boundary bound to an object or class: pickled and copied as a bound method is."""
+        """A boundary reached through an object or a class: pickled and copied as a bound method (or, through the
+        class, the function) is: by the object or class and the name."""
 
         def __reduce_ex__(self, protocol: Any) -> Any:
-            return getattr, (self.__self__, self.__name__)
+            owner = self._self_instance if self._self_instance is not None else self._self_owner
+            return getattr, (owner, self.__name__)
+
+        def __copy__(self) -> Any:
+            return self
+
+        def __deepcopy__(self, memo: Any) -> Any:
+            if self._self_instance is None:
+                return self
+            return getattr(copy.deepcopy(self._self_instance, memo), self.__name__)
 
     class Wrapper(wrapt.FunctionWrapper):
         """The boundary wrapper: pickled by reference and never copied, as the function it wraps is (a process pool

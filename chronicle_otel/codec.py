@@ -16,7 +16,7 @@ registered with :func:`register_type`. What cannot be encoded becomes
 
 Decoding is safe on untrusted data: it never unpickles, never imports a module named in the data and
 rebuilds only a class of the kind the tag names (a dataclass, a pydantic model, an enum, a namedtuple,
-an :class:`Exception` subclass; without running its ``__init__``) whose own ``__module__`` and
+an :class:`Exception` subclass: its constructor, then the recorded fields put back) whose own ``__module__`` and
 ``__qualname__`` are exactly the recorded name, and that is registered, or allowed by module prefix
 (``allow=["myapp"]``) and already imported; otherwise the decoder returns an :class:`UnresolvedObject`
 that keeps the class name and the plain data. Depth, size and digit limits raise :class:`CodecError`.
@@ -355,13 +355,8 @@ def _enc_enum(v: enum.Enum, w: _Walker, d: int) -> Any:
 
 
 def _enc_dataclass(v: Any, w: _Walker, d: int) -> Any:
-    fields = dataclasses.fields(v)
-    data = {f.name: getattr(v, f.name) for f in fields}
-    encoded = {TAG: "dataclass", "class": _qualname(type(v)), "data": w.mapping(data, d)}
-    attrs = _plain_attrs(v, data)
-    if attrs:  # what __post_init__ derived outside the fields: the rebuild does not run it again
-        encoded["attrs"] = w.mapping(attrs, d)
-    return encoded
+    data = {f.name: getattr(v, f.name) for f in dataclasses.fields(v)}
+    return {TAG: "dataclass", "class": _qualname(type(v)), "data": w.mapping(data, d)}
 
 
 def _enc_pydantic(v: Any, w: _Walker, d: int) -> Any:
@@ -422,19 +417,15 @@ def exception_attrs(exc: BaseException) -> dict[str, Any]:
 
     A replayed error then answers what handlers read; objects (an HTTP response) are left out.
     """
-    return _plain_attrs(exc, {})
-
-
-def _plain_attrs(obj: Any, skip: Mapping[str, Any]) -> dict[str, Any]:
     try:
-        namespace = object.__getattribute__(obj, "__dict__")
+        namespace = object.__getattribute__(exc, "__dict__")
     except AttributeError:
         return {}
-    if type(namespace) is not dict or not namespace:
+    if type(namespace) is not dict:
         return {}
     attrs: dict[str, Any] = {}
     for key, value in list(namespace.items())[:_MAX_EXCEPTION_ATTRS]:
-        if type(key) is str and not key.startswith("_") and key not in skip and _plain(value, 4):
+        if type(key) is str and not key.startswith("_") and _plain(value, 4):
             attrs[key] = value
     return attrs
 
@@ -1079,13 +1070,10 @@ def _dec_fields(tag: str, kind: Callable[[type], bool]) -> Callable[[_Decoder, d
         private = d.value(v.get("private", {}), depth)
         if type(private) is not dict:
             raise TypeError("'private' must be a mapping")
-        attrs = d.value(v.get("attrs", {}), depth)
-        if type(attrs) is not dict:
-            raise TypeError("'attrs' must be a mapping")
         try:
             if tag == "pydantic":
                 return _construct_model(cls, data, unset, private)
-            return _construct(tag, cls, data, attrs)
+            return _construct(tag, cls, data)
         except CodecError:
             raise
         except Exception as exc:  # the class's own validation refused the recorded data
@@ -1119,27 +1107,31 @@ def _construct_model(cls: Any, data: dict[str, Any], unset: list[str], private: 
     return model
 
 
-def _construct(tag: str, cls: Any, data: dict[str, Any], attrs: dict[str, Any]) -> Any:
+def _construct(tag: str, cls: Any, data: dict[str, Any]) -> Any:
     if tag == "namedtuple":
         fields = cls._fields
         if set(data) != set(fields):
             raise TypeError(f"fields {sorted(map(str, data))} do not match {list(fields)}")
         return tuple.__new__(cls, [data[f] for f in fields])  # no user code runs: the tuple is built as is
-    # The dataclass as it was: its fields set as recorded, without running __init__ or __post_init__ again (a
-    # second run would prefix a tag twice, or miss an InitVar that was never stored). A field added to the class
-    # since the recording takes its default; one without a default cannot be made up.
-    obj = _blank(cls)
-    for f in dataclasses.fields(cls):
-        if f.name in data:
-            value = data[f.name]
-        elif f.default is not dataclasses.MISSING:
-            value = f.default
-        elif f.default_factory is not dataclasses.MISSING:
-            value = f.default_factory()
-        else:
+    # Made as the code made it (its __post_init__ derives the state the fields do not hold), then every field set
+    # back to its recorded value: a __post_init__ that changes a field (a prefix added) does not change it twice.
+    # One that cannot run again (an InitVar is never stored) is skipped: the fields alone, as recorded.
+    fields = dataclasses.fields(cls)
+    missing = dataclasses.MISSING
+    for f in fields:  # a field added to the class since the recording takes its default; one without, no value
+        if f.name not in data and f.default is missing and f.default_factory is missing:
             raise TypeError(f"the recording has no value for the field {f.name!r}")
-        object.__setattr__(obj, f.name, value)  # as the generated __init__ does, frozen or with slots
-    _restore_attrs(obj, attrs)
+    try:
+        obj = cls(**{f.name: data[f.name] for f in fields if f.init and f.name in data})
+    except Exception:
+        obj = _blank(cls)
+        for f in fields:
+            if f.name not in data:
+                default = f.default if f.default is not missing else f.default_factory()  # type: ignore[operator]
+                object.__setattr__(obj, f.name, default)
+    for f in fields:
+        if f.name in data:
+            object.__setattr__(obj, f.name, data[f.name])  # as the generated __init__ does, frozen or with slots
     return obj
 
 
@@ -1148,7 +1140,10 @@ _ARGS: Final[Any] = BaseException.__dict__["args"]
 
 
 def _blank(cls: type, args: tuple[Any, ...] = ()) -> Any:
-    """An instance of ``cls`` made by the nearest builtin ``__new__`` of its bases: none of its own code runs."""
+    """An instance of ``cls`` made by the nearest builtin ``__new__`` of its bases: none of its own code runs.
+
+    For a class whose constructor refuses the recorded data.
+    """
     for base in cls.__mro__:
         if base.__module__ == "builtins" and "__new__" in base.__dict__:
             return base.__new__(cls, *args)
@@ -1180,13 +1175,16 @@ def _dec_exception(d: _Decoder, v: dict[str, Any], depth: int) -> Any:
     attrs = d.value(raw_attrs, depth)
     cls = _BUILTIN_EXCEPTIONS.get(name) if name.startswith("builtins.") else d.resolve(name, _is_exception)
     if cls is not None:
-        # The exception as it was raised, without running a class's own __init__ again: a second run would format a
-        # message twice, or put a keyword's default over the recorded value (status_code=500 for the recorded 429).
-        # A builtin's constructor is the builtin's (OSError's sets errno and filename from the arguments).
+        # Made by its constructor from the recorded args (what __init__ derives: errno, a private attribute), then
+        # the recorded args and plain attributes put back over what it set: a message formatted in __init__ is not
+        # formatted twice, a keyword's default does not replace the recorded value (status_code=500 for 429).
         try:
-            error = cls(*args) if name.startswith("builtins.") else _blank(cls, tuple(args))
-        except Exception:  # arguments a builtin or an OSError subclass refuses
-            error = _blank(cls)
+            error = cls(*args)
+        except Exception:  # a constructor with required keywords (an SDK error): built without running it
+            try:
+                error = _blank(cls, tuple(args))
+            except Exception:
+                error = _blank(cls)
         _ARGS.__set__(error, tuple(args))
         if type(attrs) is dict:
             _restore_attrs(error, attrs)

@@ -652,15 +652,18 @@ def configure(
             limit = pipeline.sdk_attribute_limit()
             if limit is not None and limit < settings.max_attribute_length:
                 settings = replace(settings, max_attribute_length=limit)
-        if previous is not None and reuse is not None:
-            # the same provider: the new processors take spans before the old ones stop, so none ends in between
+        if previous is None:
             pipeline.start()
-            previous._pipeline.supersede()
-            previous.shutdown(provider=False)
         else:
-            if previous is not None:
+            # Reconfigured: the old processors stay on the provider (the SDK cannot remove them), stopped; the spans
+            # they no longer take are the new configuration's, or not to be recorded (enabled=False): not a loss.
+            previous._pipeline.supersede()
+            if pipeline.tracer_provider is previous._pipeline.tracer_provider:
+                pipeline.start()  # the new processors take spans before the old ones stop: none ends in between
+                previous.shutdown(provider=False)
+            else:
                 previous.shutdown()
-            pipeline.start()
+                pipeline.start()
         config = ChronicleConfig(settings, pipeline)
         if not local:
             _install(config)

@@ -210,7 +210,7 @@ class _Format:
     rejects costs at most the bound, not the rest of the text, so a text of many anchors ("task-task-…") is
     scanned in linear time. A secret found is extended by ``tail``, the run the bound cut. With ``skip``, a match
     that starts inside a secret found never ends after it (a run of token characters, a PEM block), so the scan
-    goes on after the secret.
+    goes on from the secret's last characters (where the next anchor may begin).
     """
 
     __slots__ = ("after", "anchor", "before", "boundary", "check", "gate", "name", "scan", "skip", "tail")
@@ -348,7 +348,7 @@ _FORMATS: tuple[_Format, ...] = (
         anchor="eyJ",
         gate=".eyJ",
         boundary=_TOKEN,
-        scan=rf"{_TOKEN}{{1,4096}}\.eyJ{_TOKEN}{{1,65536}}\.{_TOKEN}{{0,{_RUN}}}",
+        scan=rf"{_TOKEN}{{1,4096}}\.eyJ{_TOKEN}+\.{_TOKEN}{{0,{_RUN}}}",
         tail=f"{_TOKEN}*",
     ),
     _Format(
@@ -466,17 +466,17 @@ class _Scanner:
                         or _after_escape(text, lead)
                     ):
                         start, end = m.span(group) if group is not None else (lead, m.end())
+                        if fmt.tail is not None and end - start >= _RUN:  # the rest of a run the bound may have cut
+                            pattern, tail_from, tail_to = tail_run
+                            if pattern is fmt.tail and tail_from <= end <= tail_to:
+                                end = tail_to  # inside the run read for a match before: read once
+                            else:
+                                tail_run = (fmt.tail, end, fmt.tail.match(text, end).end())  # type: ignore[union-attr]
+                                end = tail_run[2]
                         if fmt.check is None or fmt.check(text[start:end]):
-                            if fmt.tail is not None:  # the rest of a run the scan's bound cut
-                                pattern, tail_from, tail_to = tail_run
-                                if pattern is fmt.tail and tail_from <= end <= tail_to:
-                                    end = tail_to  # inside the run read for the secret before: read once
-                                else:
-                                    tail_run = (fmt.tail, end, fmt.tail.match(text, end).end())  # type: ignore[union-attr]
-                                    end = tail_run[2]
                             found.append((start, end))
-                            if fmt.skip:
-                                resume = max(resume, end)
+                            if fmt.skip:  # an anchor may still begin in the secret's last characters
+                                resume = max(resume, end - len(fmt.anchor) + 1)
                 # a look-alike: on by one character, not past the match, which may swallow the start of the next
                 # secret ("Bearer <token>/Bearer <token>"); overlapping spans are merged below
                 m = regex.search(text, resume)
@@ -558,6 +558,7 @@ def _redact_json_strings(data: bytes, fn: Callable[[str], str]) -> bytes:
 
 
 _NAME_BEFORE = re.compile(r"(?P<key>[A-Za-z_][\w.\-]{0,63})[ \t]*$")
+_NAME_START = re.compile(r"[A-Za-z_]")
 _VALUE_AFTER = re.compile(r"""[ \t]*(?P<value>[^\s,;&)}\]>'"\\=][^\s,;&)}\]>'"\\]{0,4095})""")
 """The value after ``=``: up to a separator, a quote or a backslash (so, in JSON, within its string); never starting
 with ``=`` (base64 padding: ``…Pwd==`` is no assignment)."""
@@ -647,10 +648,12 @@ class PatternRedactor:
         spans = self._scanner.spans(text, False) or []
         return _merged(spans, self._given_by_name(text)) if "=" in text else spans
 
-    def _given_by_name(self, text: str) -> list[tuple[int, int]]:
-        """Where ``text`` gives a secret name a value with ``=`` (a query, connection or command-line string).
+    def _given_by_name(self, text: str, json: bool = False) -> list[tuple[int, int]]:
+        r"""Where ``text`` gives a secret name a value with ``=`` (a query, connection or command-line string).
 
-        Each ``=`` is looked at (``memchr``), then the name before it: text without one costs a single search.
+        Each ``=`` is looked at (``memchr``), then the name before it: text without one costs a single search. With
+        ``json``, ``text`` is JSON, whose escapes (``\n`` before a name) are no part of the name; in plain text a
+        backslash is a character like another, as the JSON of that text reads it.
         """
         found: list[tuple[int, int]] = []
         redact_key = self.key_predicate
@@ -658,8 +661,11 @@ class PatternRedactor:
         while at >= 0 and len(found) < 1024:
             name = _NAME_BEFORE.search(text, max(0, at - 72), at)
             key = name.group("key") if name is not None else ""
-            if key and name is not None and _inside_escape(text, name.start("key")):
-                key = key[1:]  # the letter of an escape (``\npassword=`` in JSON): no part of the name
+            if json and key and name is not None and _inside_escape(text, name.start("key")):
+                # the letter of an escape (``\npassword=`` in JSON) is no part of the name, nor what cannot start one
+                # (``\néBearer=`` is ``Bearer``, as the text itself reads)
+                start = _NAME_START.search(key, 1)
+                key = key[start.start() :] if start is not None else ""
             if key and redact_key(key):
                 value = _VALUE_AFTER.match(text, at + 1)
                 if value is not None:
@@ -683,7 +689,7 @@ class PatternRedactor:
         if spans is None:
             return _redact_json_strings(text.encode() if changed else data, self.redact_text)
         if "=" in text:  # its values stop at a quote or a backslash: a span stays inside its JSON string
-            spans = _merged(spans, self._given_by_name(text))
+            spans = _merged(spans, self._given_by_name(text, json=True))
         if spans:
             return _splice(text, spans).encode()
         return text.encode() if changed else data

@@ -14,6 +14,7 @@ to the provider.
 from __future__ import annotations
 
 import logging
+import os
 import re
 import threading
 import time
@@ -303,9 +304,12 @@ def _provider(resource: Resource) -> TracerProvider:
         return TracerProvider(resource=resource)
     except ValueError as exc:
         m = _SDK_VALUE_ERROR.fullmatch(str(exc))
-        if m is None:
-            raise
-        raise ConfigError(m["name"], m["value"], m["expected"]) from None
+        if m is not None:
+            raise ConfigError(m["name"], m["value"], m["expected"]) from None
+        for name, value in sorted(os.environ.items()):  # older SDKs fail to format their own message
+            if name.startswith("OTEL_") and name.endswith("_LIMIT") and not value.strip().isdigit():
+                raise ConfigError(name, value, "a non-negative integer") from None
+        raise
 
 
 class _DrainOnStop(SpanProcessor):

@@ -465,8 +465,9 @@ class ReplayRun:
                         raise error
                     return output
             adapter = getattr(spec, "stream_adapter", None)
-            if override is None and spec.shape == "async" and was_cancelled(rec):
-                body = self._awaiting_cancellation(rec)
+            if override is None and spec.shape in ("async", "agen") and was_cancelled(rec):
+                wait = self._awaiting_cancellation(rec)  # the recorded items first, for a stream
+                body = wait if spec.shape == "async" else stub_body("agen", rec, allow, None, cancelled=wait)
             else:
                 body = stub_body(spec.shape, rec, allow, adapter, answer, override is not None)
             encoded = None
@@ -542,9 +543,9 @@ class ReplayRun:
         )
 
     def _awaiting_cancellation(self, rec: Boundary) -> Callable[..., Any]:
-        """The stub of an async call its caller cancelled (a timeout around it, a task group): it waits to be
-        cancelled again, so the caller's timeout or task group takes the branch it took; a divergence when nothing
-        cancels it within twice the recorded time and a second."""
+        """The stub of an async call (or the end of a stream) its caller cancelled (a timeout around it, a task
+        group): it waits to be cancelled again, so the caller's timeout or task group takes the branch it took; a
+        divergence when nothing cancels it within twice the recorded time and a second."""
         recorded = max(rec.end_ns - rec.start_ns, 0) / 1e9
         limit = 2 * recorded + 1.0
 
@@ -557,7 +558,7 @@ class ReplayRun:
                 f"replay within {limit:.3g} s",
             )
             self.report.divergences.append(finding)
-            raise ReplayDivergence(str(finding))
+            raise _NotCancelled(str(finding))
 
         return cancelled
 
@@ -654,7 +655,12 @@ class ReplayRun:
                 self._frame.reset(token)
 
             def done(items: list[Any], state: str, exc: BaseException | None) -> None:
-                if isinstance(exc, ReplayDivergence) and rec is not None and mode == "stub":
+                if (
+                    isinstance(exc, ReplayDivergence)
+                    and not isinstance(exc, _NotCancelled)
+                    and rec is not None
+                    and mode == "stub"
+                ):
                     # read past what the recording holds: known even when the consumer swallows the error
                     self.report.divergences.append(Finding("past-recording", rec.call_key, str(exc)))
                 if state != "abandoned":  # a consumer that stops early changes nothing in the stream
@@ -730,6 +736,10 @@ class ReplayRun:
         assert isinstance(state, _Block)
         self._frame.reset(state.token)
         self._compare(state.rec, output, exc)
+
+
+class _NotCancelled(ReplayDivergence):
+    """A stub that waited to be cancelled, as its recording was, and was not (already in the report)."""
 
 
 class _Block:

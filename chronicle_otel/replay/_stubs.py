@@ -58,7 +58,7 @@ CANCELLED: Final = frozenset({"asyncio.exceptions.CancelledError", "asyncio.Canc
 
 def was_cancelled(rec: Boundary) -> bool:
     """Whether the recorded call ended cancelled by its caller rather than raising an error of its own."""
-    if not rec.failed or rec.stream or rec.raw_error is None or "CancelledError" not in rec.raw_error.text:
+    if not rec.failed or rec.raw_error is None or "CancelledError" not in rec.raw_error.text:
         return False
     try:
         envelope = orjson.loads(rec.raw_error.text)
@@ -74,12 +74,14 @@ def stub_body(
     stream_adapter: Any = None,
     answer: Answer | None = None,
     overridden: bool = False,
+    cancelled: Callable[..., Any] | None = None,
 ) -> Callable[..., Any]:
     """A callable that returns the recorded output (rebuilt), re-raises the recorded error or re-yields the stream.
 
     Sync or async, generator or async generator, as ``shape`` says; the answer (``answer``, by default the
     recording's) is computed when the stub runs. A method whose recorded call returned a stream object answers
-    with the object its ``stream_adapter`` builds from the recorded items (and error).
+    with the object its ``stream_adapter`` builds from the recorded items (and error). An async generator whose
+    consumer cancelled it awaits ``cancelled`` after the recorded items, to be cancelled again.
     """
     get = answer if answer is not None else recorded_answer(rec, allow)
     if rec.stream and shape in ("sync", "async"):  # a function that returned a stream object
@@ -123,6 +125,8 @@ def stub_body(
             recorded, error = items()
             for item in recorded:
                 yield item
+            if cancelled is not None:
+                await cancelled()
             if error is not None:
                 raise error
             if not overridden:

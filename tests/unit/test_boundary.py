@@ -956,6 +956,14 @@ class PickledTools:
     def venue(cls, symbol: str) -> str:
         return cls.__name__ + symbol
 
+    @chronicle.boundary(kind="tool", name="pickled.normalize")
+    @staticmethod
+    def normalize(symbol: str) -> str:
+        return symbol.upper()
+
+    def __init__(self, market: str = "XNAS") -> None:
+        self.market = market
+
 
 def test_a_boundary_pickles_and_copies_as_the_function_it_wraps() -> None:
     import copy
@@ -964,5 +972,12 @@ def test_a_boundary_pickles_and_copies_as_the_function_it_wraps() -> None:
     assert pickle.loads(pickle.dumps(pickled_square)) is pickled_square  # by reference, as a function
     assert pickle.loads(pickle.dumps(PickledTools().lookup))("k") == "K"  # as a bound method
     assert pickle.loads(pickle.dumps(PickledTools.venue))("X") == "PickledToolsX"
+    assert pickle.loads(pickle.dumps(PickledTools.normalize))("x") == "X"  # through the class
+    assert pickle.loads(pickle.dumps(PickledTools.lookup))(PickledTools(), "k") == "K"
     settings = {"tools": [pickled_square], "temperature": 0.2}
     assert copy.deepcopy(settings)["tools"][0] is pickled_square and copy.copy(pickled_square) is pickled_square
+    tools = PickledTools("XNAS")
+    assert copy.copy(tools.lookup)("k") == "K"
+    agent = {"callback": tools.lookup}
+    copied = copy.deepcopy(agent)["callback"]  # as a bound method is: bound to a copy of its object
+    assert copied("k") == "K" and copied.__self__ is not tools and copied.__self__.market == "XNAS"

@@ -202,13 +202,23 @@ class Formatted(OSError):
         super().__init__(2, "gone", path)
 
 
-def test_an_exception_is_rebuilt_as_raised_without_running_its_init_again() -> None:
+class Unreachable(ConnectionError):
+    def __init__(self, *args: Any, host: str = "?") -> None:
+        super().__init__(*args)
+        self.host = host
+        self._retries = 3  # derived, private: not recorded, made again by the constructor
+
+
+def test_an_exception_is_rebuilt_with_its_recorded_args_and_attributes_over_what_init_sets() -> None:
     back = roundtrip(RateLimited("MSFT", status_code=429))
     assert type(back) is RateLimited and back.status_code == 429 and back.symbol == "MSFT"
     assert back.args == ("rate limited on 'MSFT'",) and str(back) == "rate limited on 'MSFT'"  # not formatted twice
-    assert type(roundtrip(Formatted("/x"))) is Formatted  # OSError's own __new__, its __init__ not run
+    assert type(roundtrip(Formatted("/x"))) is Formatted  # a constructor that refuses the args: built without it
     unicode = roundtrip(UnicodeDecodeError("utf-8", b"\xff", 0, 1, "bad"))
-    assert unicode.reason == "bad" and unicode.start == 0  # a builtin is made by its own constructor
+    assert unicode.reason == "bad" and unicode.start == 0
+    unreachable = roundtrip(Unreachable(111, "connection refused", host="db1"))
+    assert (unreachable.errno, unreachable.host, unreachable._retries) == (111, "db1", 3)
+    assert str(unreachable) == "[Errno 111] connection refused"
 
 
 @dataclasses.dataclass
@@ -217,7 +227,8 @@ class Tagged:
 
     def __post_init__(self) -> None:
         self.text = "[bot] " + self.text
-        self.length = len(self.text)  # derived outside the fields
+        self.side = Side.SELL if "sell" in self.text else Side.BUY  # derived outside the fields, not plain data
+        self._key = ("k", self.text.count("[bot]") > 0)  # derived, private
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -229,13 +240,13 @@ class Scaled:
         object.__setattr__(self, "value", self.value * factor)
 
 
-def test_a_dataclass_is_rebuilt_as_recorded_without_running_post_init_again() -> None:
+def test_a_dataclass_is_rebuilt_by_its_constructor_with_its_recorded_fields_put_back() -> None:
     back = roundtrip(Tagged("sell 5"))
-    assert back.text == "[bot] sell 5" and back.length == 12  # the tag once, the derived attribute kept
-    assert orjson.loads(encode(Tagged("x")))["attrs"] == {"length": 7}
-    assert orjson.loads(encode(Order("MSFT", 1))).keys() == {"$type", "class", "data"}  # nothing more when none
+    assert back.text == "[bot] sell 5"  # the field as recorded: the tag once
+    assert back.side is Side.SELL and back._key == ("k", True)  # what __post_init__ derives, derived again
+    assert orjson.loads(encode(Tagged("x"))).keys() == {"$type", "class", "data"}  # the encoding is the fields
     scaled = roundtrip(Scaled(5, 10))
-    assert type(scaled) is Scaled and scaled.value == 50  # an InitVar is never stored, and not needed
+    assert type(scaled) is Scaled and scaled.value == 50  # an InitVar is never stored: built from the fields alone
 
 
 def test_a_dataclass_field_added_since_the_recording_takes_its_default() -> None:

@@ -288,3 +288,22 @@ def test_an_sdk_limit_variable_the_sdk_refuses_is_a_config_error_naming_it(
     with pytest.raises(chronicle.ConfigError, match=f"invalid value for {variable}: 'abc'") as info:
         chronicle.configure(store=False, local=True)
     assert info.value.name == variable
+
+
+def test_configure_again_on_the_same_provider_counts_no_span_as_dropped(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The old processors stay on the provider, stopped: the spans the new configuration takes, or that it does not
+    record (enabled=False), are no loss of the old one."""
+    from opentelemetry.sdk.trace import TracerProvider
+
+    provider = TracerProvider()
+    first = chronicle.configure(tracer_provider=provider, store=chronicle.StoreOptions(path=tmp_path / "s"))
+    second = chronicle.configure(tracer_provider=provider, store=chronicle.StoreOptions(path=tmp_path / "s"))
+    third = chronicle.configure(tracer_provider=provider, enabled=False)
+    with caplog.at_level("WARNING", logger="chronicle_otel"):
+        for i in range(3):
+            provider.get_tracer("app").start_span(f"request-{i}").end()
+    assert first.stats().dropped == 0 and second.stats().dropped == 0
+    assert not [r for r in caplog.records if "after the store export was shut down" in r.getMessage()]
+    third.shutdown()

@@ -93,7 +93,7 @@ def test_the_exporter_remembers_the_last_kept_traces_and_no_more(tmp_path: Path)
     exporter = ChronicleExporter(LocalStore(tmp_path, durable=False))
     payloads: list[tuple[str, bytes]] = []
     for trace_id in range(1, 250_001):
-        exporter._release(trace_id, payloads)
+        exporter._release(trace_id, payloads, [])
     kept = exporter._kept
     assert 50_000 <= len(kept) <= 100_000
     assert all(trace_id in kept for trace_id in range(200_001, 250_001))

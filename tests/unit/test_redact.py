@@ -1068,8 +1068,22 @@ def test_a_name_after_an_escape_in_json_is_read_without_the_escape_s_letter() ->
         "xoxb-" + "1234567890-" * 60,
         "eyJhbGciOiJSUzI1NiJ9.eyJ" + "zdWIiOiIx" * 700 + "." + "c2lnbmF0dXJl" * 40,
         "Bearer " + "8a6f0c1e2d3b4a59/+." * 60,
+        "eyJhbGciOiJSUzI1NiJ9.eyJ" + "zdWIiOiIx" * 9_000 + "." + "c2lnbmF0dXJl" * 30,
+        "Basic " + base64.b64encode(b"svc-" + b"x" * 200 + b"@tenant.example.com:s3cret-pass").decode(),
     ],
-    ids=["openai", "anthropic", "stripe", "google", "github", "github-pat", "slack", "jwt", "bearer"],
+    ids=[
+        "openai",
+        "anthropic",
+        "stripe",
+        "google",
+        "github",
+        "github-pat",
+        "slack",
+        "jwt",
+        "bearer",
+        "jwt-80kb",
+        "basic",
+    ],
 )
 def test_a_secret_longer_than_the_scan_reads_at_once_is_redacted_whole(secret: str) -> None:
     redactor = PatternRedactor()

@@ -319,3 +319,41 @@ def test_a_long_stream_keeps_a_bounded_part_and_says_so(
     (finding,) = run.report.divergences
     assert finding.kind == "unresolved" and "stream item was never recorded" in finding.message
     assert "allow=" not in finding.message
+
+
+@chronicle.boundary(kind="llm", name="fid.slow_stream")
+async def slow_stream(n: int) -> AsyncIterator[str]:
+    for i in range(n):
+        yield f"tok{i}"
+        await asyncio.sleep(0.02)
+
+
+@chronicle.boundary(kind="agent", name="fid.timed_reader")
+async def timed_reader(n: int) -> str:
+    got: list[str] = []
+
+    async def consume() -> None:
+        async for token in slow_stream(n):
+            got.append(token)
+
+    try:
+        await asyncio.wait_for(consume(), timeout=TIMEOUT["seconds"])
+    except asyncio.TimeoutError:
+        return f"timed out after {len(got)} tokens"
+    return "whole answer"
+
+
+def test_a_stream_cancelled_by_a_timeout_yields_its_items_then_is_cancelled_again(
+    recorder: Recorder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    trace = record(recorder, timed_reader, 100)
+    recorded = trace.root.output if trace.root is not None else None
+    assert isinstance(recorded, str) and recorded.startswith("timed out after")
+    with chronicle.replay(trace) as run:
+        assert run.rerun() == recorded  # the recorded tokens, then the caller's timeout, as it fired
+    assert run.report.ok and not run.report.drift, run.report
+
+    monkeypatch.setitem(TIMEOUT, "seconds", 30)
+    with pytest.raises(ReplayDivergence), chronicle.replay(trace) as run:
+        run.rerun()
+    assert [f.kind for f in run.report.divergences] == ["not-cancelled"], run.report
