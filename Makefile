@@ -5,12 +5,12 @@ BIN := $(VENV)/bin
 ROTEL_VENV := .venv-rotel
 ROTEL_VERSION := 0.0.1a15
 
-.PHONY: install install-services demo test test-unit test-oldest test-matrix lint format typecheck bench bench-s3-clients clean
+.PHONY: install install-services demo test test-llamaindex test-unit test-oldest test-matrix lint format typecheck bench bench-s3-clients clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e . --group dev
+	$(BIN)/python -m pip install -q -e . --group dev --group frameworks
 	touch $@
 
 install: $(VENV)/.installed
@@ -45,10 +45,26 @@ ROTEL_BIN = $(shell $(ROTEL_VENV)/bin/python -c 'import os, rotel; print(os.path
 demo: install
 	$(BIN)/python -m examples.stock_agent.demo
 
-# The whole suite, real services included, under branch coverage (gated in pyproject.toml).
-test: install install-services
+# LlamaIndex's OpenAI LLM needs openai<3 (the Agents SDK in .venv needs openai>=3): its tests run in their own
+# virtualenv, with the package installed editable, under the same coverage.
+LLAMAINDEX_VENV := .venv-llamaindex
+$(LLAMAINDEX_VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(LLAMAINDEX_VENV)
+	$(LLAMAINDEX_VENV)/bin/python -m pip install -q --upgrade pip
+	$(LLAMAINDEX_VENV)/bin/python -m pip install -q -e . --group llamaindex 'coverage==7.17.5'
+	touch $@
+
+test-llamaindex: $(LLAMAINDEX_VENV)/.installed
+	$(LLAMAINDEX_VENV)/bin/python -m pytest tests/frameworks/llama_index -p no:cacheprovider
+
+# The whole suite, real services included, under branch coverage (gated in pyproject.toml); the LlamaIndex tests in
+# their own virtualenv, their coverage combined with the rest.
+test: install install-services $(LLAMAINDEX_VENV)/.installed
+	rm -f .coverage .coverage.*
 	CHRONICLE_TEST_ROTEL=$(ROTEL_BIN) CHRONICLE_TEST_PHOENIX=$(PHOENIX_VENV)/bin/phoenix CHRONICLE_TEST_WEED=$(WEED_BIN) \
-		$(BIN)/python -m coverage run -m pytest
+		$(BIN)/python -m coverage run -p -m pytest --ignore=tests/frameworks/llama_index
+	$(LLAMAINDEX_VENV)/bin/python -m coverage run -p -m pytest tests/frameworks/llama_index -p no:cacheprovider
+	$(BIN)/python -m coverage combine -q
 	$(BIN)/python -m coverage report
 
 test-unit: install
@@ -148,4 +164,4 @@ bench-s3-clients: $(S3BENCH_VENV)/.installed
 	$(S3BENCH_VENV)/bin/python benchmarks/s3_clients.py $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) $(ROTEL_VENV) $(PHOENIX_VENV) $(SEAWEEDFS_VENV) $(S3BENCH_VENV) $(OLDEST) $(MATRIX_VENVS) $(PEERS_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .benchmarks
+	rm -rf $(VENV) $(LLAMAINDEX_VENV) $(ROTEL_VENV) $(PHOENIX_VENV) $(SEAWEEDFS_VENV) $(S3BENCH_VENV) $(OLDEST) $(MATRIX_VENVS) $(PEERS_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .benchmarks

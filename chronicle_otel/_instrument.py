@@ -24,7 +24,7 @@ from typing import Any, cast
 import wrapt
 
 from ._internal.session_attrs import AttributeValue
-from ._spec import BoundaryKind, Wrapper, checked_attributes, parse_kind, wrap
+from ._spec import BoundaryKind, NameOf, Wrapper, checked_attributes, parse_kind, wrap
 from .adapters import Arguments, StreamAdapter
 
 _lock = threading.Lock()
@@ -52,6 +52,7 @@ def _factory(
     arguments: Arguments | None = None,
     stream: StreamAdapter | None = None,
     asynchronous: bool | None = None,
+    name_of: NameOf | None = None,
 ) -> Callable[..., _Instrumented]:
     def factory(original: Callable[..., Any], *args: Any, **kwargs: Any) -> _Instrumented:
         wrapper = cast(
@@ -68,6 +69,7 @@ def _factory(
                 arguments=arguments,
                 stream=stream,
                 shape="async" if asynchronous else None,
+                name_of=name_of,
             ),
         )
         wrapper._self_created = created
@@ -87,6 +89,7 @@ def instrument(
     arguments: Arguments | None = None,
     stream: StreamAdapter | None = None,
     asynchronous: bool | None = None,
+    name_of: NameOf | None = None,
 ) -> None:
     """Wrap a third-party function or method in place as a boundary.
 
@@ -113,6 +116,9 @@ def instrument(
         asynchronous: True for a method that returns a coroutine although it is not an ``async def`` itself (a
             decorator hides it: ``inspect.iscoroutinefunction`` is false); the span then covers the await, and a
             replay answers with a coroutine. Default: seen from the function.
+        name_of: names each call from ``(instance, args, kwargs)`` (a framework's tool seam: one boundary name per
+            tool, ``langchain.tool.lookup_order``); a call it names None keeps ``name``. Each name is a boundary of
+            its own for call indexes, selectors and replay.
 
     Raises:
         AttributeError: ``path`` does not exist on ``target``.
@@ -134,6 +140,7 @@ def instrument(
             arguments=arguments,
             stream=stream,
             asynchronous=asynchronous,
+            name_of=name_of,
         )
         wrapt.wrap_object(parent, attribute, factory)
 

@@ -217,6 +217,17 @@ class Spec:
         self.input_guard = handle_internal_errors("recording the input of boundary %r", name)
         self.end_guard = handle_internal_errors("recording the outcome of boundary %r", name)
 
+    def renamed(self, name: str) -> Spec:
+        """This boundary under another name (a framework's tool seam names each call after its tool)."""
+        other = copy.copy(self)
+        other.name = name
+        other.static = {**self.static, semconv.BOUNDARY_NAME: name}
+        other.static_redacted = None
+        other.start_guard = handle_internal_errors("starting boundary %r", name)
+        other.input_guard = handle_internal_errors("recording the input of boundary %r", name)
+        other.end_guard = handle_internal_errors("recording the outcome of boundary %r", name)
+        return other
+
     def static_for(self, redactor: Redactor | None) -> dict[str, AttributeValue]:
         """The static attributes with the user's own (``attributes=``) redacted by ``redactor``; computed once per
         redactor, since they do not change from call to call."""
@@ -266,6 +277,10 @@ def _wrapper(spec: Spec) -> Callable[[Callable[..., Any], Any, tuple[Any, ...], 
 
     if spec.config is not None or spec.enabled is not None:
         return wrapper
+    return _switched(wrapper)
+
+
+def _switched(wrapper: Callable[..., Any]) -> Callable[[Callable[..., Any], Any, tuple[Any, ...], dict[str, Any]], Any]:
     through = hooks.PASS_THROUGH
 
     def switched(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -276,6 +291,42 @@ def _wrapper(spec: Spec) -> Callable[[Callable[..., Any], Any, tuple[Any, ...], 
         return wrapper(wrapped, instance, args, kwargs)
 
     return switched
+
+
+NameOf = Callable[[Any, tuple[Any, ...], dict[str, Any]], "str | None"]
+"""Names one call of a boundary from ``(instance, args, kwargs)``; None (or a failure) keeps the boundary's name."""
+
+MAX_CALL_NAMES = 4096
+"""Distinct names one boundary with a :data:`NameOf` gives its calls, at most; later names use the boundary's own."""
+
+
+def _named_wrapper(
+    spec: Spec, name_of: NameOf
+) -> Callable[[Callable[..., Any], Any, tuple[Any, ...], dict[str, Any]], Any]:
+    """A wrapper that records each call under the name ``name_of`` gives it (one :class:`Spec` per name, made once)."""
+    by_name: dict[str, Callable[..., Any]] = {spec.name: _wrapper(spec)}
+    guard = handle_internal_errors("naming a call of boundary %r", spec.name)
+
+    def wrapper(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        name = None
+        with guard:
+            name = name_of(instance, args, kwargs)
+        inner = by_name.get(name) if isinstance(name, str) and name else by_name[spec.name]
+        if inner is None:
+            if len(by_name) >= MAX_CALL_NAMES:
+                warnings.warn(
+                    ChronicleWarning(
+                        f"boundary {spec.name!r} named calls {MAX_CALL_NAMES} ways: later names are recorded as "
+                        f"{spec.name!r}"
+                    ),
+                    stacklevel=2,
+                )
+                inner = by_name[spec.name]
+            else:
+                inner = by_name.setdefault(str(name), _wrapper(spec.renamed(str(name))))
+        return inner(wrapped, instance, args, kwargs)
+
+    return wrapper
 
 
 def wrap(
@@ -291,8 +342,11 @@ def wrap(
     arguments: Arguments | None = None,
     stream: StreamAdapter | None = None,
     shape: Shape | None = None,
+    name_of: NameOf | None = None,
 ) -> Wrapper:
     """Wrap a function, method, classmethod or staticmethod as a boundary (registered for replay by name).
+
+    With ``name_of``, each call is recorded under the name it returns (``name`` when it returns None).
 
     Raises:
         TypeError: ``func`` is not callable, or is a property.
@@ -314,6 +368,6 @@ def wrap(
         name or f"{module_name(str(getattr(raw, '__module__', '?')))}.{getattr(raw, '__qualname__', repr(raw))}"
     )
     spec = Spec(raw, boundary_name, kind, attributes, config, enabled, provider, arguments, stream, shape)
-    wrapped = wrapper_type(func, _wrapper(spec))
+    wrapped = wrapper_type(func, _wrapper(spec) if name_of is None else _named_wrapper(spec, name_of))
     hooks.register(boundary_name, wrapped)
     return wrapped

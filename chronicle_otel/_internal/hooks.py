@@ -181,11 +181,22 @@ def register(name: str, wrapped: Any) -> None:
         _BOUNDARIES[name] = refs
         module = getattr(wrapped, "__module__", None)
         if isinstance(module, str) and module and module != "builtins":
-            package = module.split(".")[0] + "."
-            if package not in _PACKAGES:
-                global _PACKAGES_SORTED
-                _PACKAGES.add(package)
-                _PACKAGES_SORTED = tuple(sorted(_PACKAGES))
+            _add_packages((module.split(".")[0] + ".",))
+
+
+def register_packages(*prefixes: str) -> None:
+    """Add module prefixes (``"langchain_core."``) to the default allow-list of payload decoding: an integration
+    names the packages of the types it records, so a replay rebuilds them typed without ``allow=``."""
+    with _lock:
+        _add_packages(prefixes)
+
+
+def _add_packages(prefixes: tuple[str, ...]) -> None:
+    global _PACKAGES_SORTED
+    new = {p for p in prefixes if isinstance(p, str) and p.endswith(".") and len(p) > 1} - _PACKAGES
+    if new:
+        _PACKAGES.update(new)
+        _PACKAGES_SORTED = tuple(sorted(_PACKAGES))
 
 
 def boundary_packages() -> tuple[str, ...]:
