@@ -176,8 +176,11 @@ class Call:
         except Exception as err:
             self.spec.end_guard.absorb(err)
 
-    def finish_adapted_stream(self, items: list[Any], state: StreamState, exc: BaseException | None) -> None:
-        """End the call of a method that returned a stream object, once the consumer is done with it."""
+    def finish_adapted_stream(
+        self, items: list[Any], state: StreamState, exc: BaseException | None, live: list[Any] | None = None
+    ) -> None:
+        """End the call of a method that returned a stream object, once the consumer is done with it: ``items`` as
+        recorded when read, ``live`` the objects themselves (the adapter's attributes are computed from them)."""
         if self.recording:
             self.attrs[semconv.STREAM] = True
             adapter = self.spec.stream_adapter
@@ -188,7 +191,7 @@ class Call:
                 and self.config.genai_attributes
             ):
                 try:
-                    self.attrs.update(_scrubbed(adapter.attributes(items), self.config))
+                    self.attrs.update(_scrubbed(adapter.attributes(items if live is None else live), self.config))
                 except Exception as err:
                     self.spec.end_guard.absorb(err)
         self.finish_stream(items, state, exc)
@@ -316,7 +319,10 @@ def _adapt(spec: Spec, adapter: StreamAdapter, call: Call, result: Any) -> Any:
     if not streaming:
         call.succeed(result)
         return result
-    recorder = StreamRecorder(call.finish_adapted_stream)
+    def done(items: list[Any], state: StreamState, exc: BaseException | None) -> None:
+        call.finish_adapted_stream(items, state, exc, recorder.items)
+
+    recorder = StreamRecorder(done, item_snapshot(call.config.redact))
     try:
         return adapter.wrap(result, recorder)
     except Exception as exc:  # the SDK's own object goes back unrecorded

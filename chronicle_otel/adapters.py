@@ -117,12 +117,27 @@ class StreamReplay:
 
 
 class StreamRecorder:
-    """Receives the items of one recorded stream and reports its end once (thread-safe)."""
+    """Receives the items of one recorded stream and reports its end once (thread-safe).
 
-    __slots__ = ("_done", "_lock", "_on_done", "items")
+    Args:
+        on_done: called once with ``(recorded items, state, exc)`` when the stream ends.
+        snapshot: what is recorded of an item, taken when the consumer reads it (its encoding at that moment), so
+            a consumer that edits a chunk in place afterwards never changes the recording. Default: the item.
 
-    def __init__(self, on_done: Callable[[list[Any], StreamEnd, BaseException | None], None]) -> None:
+    Attributes:
+        items: the items as read (the live objects, for attributes computed from them at the end).
+    """
+
+    __slots__ = ("_done", "_lock", "_on_done", "_recorded", "_snapshot", "items")
+
+    def __init__(
+        self,
+        on_done: Callable[[list[Any], StreamEnd, BaseException | None], None],
+        snapshot: Callable[[Any], Any] | None = None,
+    ) -> None:
         self.items: list[Any] = []
+        self._recorded: list[Any] = [] if snapshot is not None else self.items
+        self._snapshot = snapshot
         self._on_done = on_done
         self._done = False
         self._lock = threading.Lock()
@@ -136,6 +151,8 @@ class StreamRecorder:
         """One item read by the consumer."""
         if not self._done:
             self.items.append(value)
+            if self._snapshot is not None:
+                self._recorded.append(self._snapshot(value))
 
     def end(self, state: StreamEnd, exc: BaseException | None = None) -> None:
         """The stream ended (the first call wins); never raises."""
@@ -143,7 +160,7 @@ class StreamRecorder:
             if self._done:
                 return
             self._done = True
-        self._on_done(self.items, state, exc)
+        self._on_done(self._recorded, state, exc)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -196,6 +196,28 @@ def test_a_stream_that_fails_replays_its_items_then_its_error(recorder: Recorder
     assert run.report.ok, run.report
 
 
+def test_a_consumer_editing_read_items_in_place_never_changes_the_recording(
+    recorder: Recorder, client: Client
+) -> None:
+    @chronicle.boundary(kind="agent", name="adapters.editing")
+    def editing(client: Client) -> list[str]:
+        tokens = list(client.generate("sell one thousand", stream=True))
+        for token in tokens:  # a framework accumulating chunks into the first one, as LlamaIndex does
+            token.text = token.text.upper() + "!"
+        return [t.text for t in tokens]
+
+    assert editing(client) == ["SELL!", "ONE!", "THOUSAND!"]
+    span = next(s for s in recorder.spans() if s.name == "lib.generate")
+    items = orjson.loads(str((span.attributes or {})[sc.OUTPUT]))
+    assert [item["data"]["text"] for item in items] == ["sell", "one", "thousand"], "recorded as read"
+    assert (span.attributes or {})[sc.GEN_AI_RESPONSE_ID] == "3 tokens", "attributes from the live items"
+    trace = chronicle.load_trace(recorder.path, "latest")
+    calls = Client.calls
+    with chronicle.replay(trace) as run:
+        assert run.rerun(client=client) == ["SELL!", "ONE!", "THOUSAND!"]
+    assert Client.calls == calls and run.report.ok and not run.report.drift, run.report
+
+
 def test_an_abandoned_stream_keeps_what_was_read(recorder: Recorder, client: Client) -> None:
     stream = client.generate("a b c d", stream=True)
     assert next(stream) == Token("a")
