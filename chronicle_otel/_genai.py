@@ -120,6 +120,8 @@ def response_attributes(result: Any, redactor: Redactor | None = None) -> dict[s
     if isinstance(model, str):
         out[semconv.GEN_AI_RESPONSE_MODEL] = redactor.redact_text(model) if redactor is not None else model
     rid = field_of(result, "id")
+    if not isinstance(rid, str):
+        rid = field_of(result, "response_id")  # the Agents SDK's ModelResponse
     if isinstance(rid, str):
         out[semconv.GEN_AI_RESPONSE_ID] = redactor.redact_text(rid) if redactor is not None else rid
     out.update(outcome_attributes(finish_reasons(result), field_of(result, "usage")))

@@ -25,21 +25,24 @@ from ._internal.buffer import Payload
 from ._internal.digest import payload_digest
 from ._internal.errors import warn_once
 from ._internal.names import module_name, qualified_name
-from ._internal.session_attrs import AttributeValue
+from ._internal.unreplayable import MARK, classes_in
 from .codec import encode, encode_unscanned, exception_attrs, to_json_value, value_scan
 from .redact import Redactor, redact_stream, scrub_text
-from .semconv import PayloadKeys
+from .semconv import UNREPLAYABLE, PayloadKeys
 
 Pending = list[Payload]
 """Whole payloads cut on the span, for the exporter to store."""
 
 
-def put_payload(
-    attrs: dict[str, AttributeValue], pending: Pending, keys: PayloadKeys, data: bytes, max_length: int
-) -> None:
+def put_payload(attrs: dict[str, Any], pending: Pending, keys: PayloadKeys, data: bytes, max_length: int) -> None:
     """Put encoded ``data`` into ``attrs``: its text capped at ``max_length`` characters, its hash and its
-    truncation flag; a cut payload also goes to ``pending``."""
+    truncation flag; a cut payload also goes to ``pending``. The classes of placeholders it holds are added to
+    ``attrs[UNREPLAYABLE]``."""
     digest = payload_digest(data)
+    if MARK in data:
+        known = attrs.get(UNREPLAYABLE)
+        found = classes_in(data)
+        attrs[UNREPLAYABLE] = tuple(dict.fromkeys((*known, *found))) if isinstance(known, tuple) else found
     if len(data) <= max_length:
         text = data.decode()
     else:

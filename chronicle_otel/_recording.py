@@ -208,6 +208,9 @@ class Call:
         try:
             if self.recording:
                 attrs = self.attrs
+                unreplayable = attrs.get(semconv.UNREPLAYABLE)
+                if unreplayable:
+                    self.config.unreplayable.add(self.spec.name, unreplayable)
                 if self.config.openinference:
                     add_openinference_io(attrs)
                 if attrs:
@@ -319,6 +322,7 @@ def _adapt(spec: Spec, adapter: StreamAdapter, call: Call, result: Any) -> Any:
     if not streaming:
         call.succeed(result)
         return result
+
     def done(items: list[Any], state: StreamState, exc: BaseException | None) -> None:
         call.finish_adapted_stream(items, state, exc, recorder.items)
 

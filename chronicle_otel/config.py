@@ -48,7 +48,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -62,6 +62,7 @@ from ._internal.buffer import DEFAULT_MAX_BYTES, PayloadBuffer
 from ._internal.pipeline import Pipeline
 from ._internal.session_attrs import AttributeValue
 from ._internal.span_attrs import attribute_blind
+from ._internal.unreplayable import UnreplayableCounter
 from .errors import ConfigError
 from .export import ChronicleExporter
 from .export._uploader import PayloadUploader, UploadStats
@@ -246,11 +247,14 @@ class ChronicleStats:
         exports: by export path (``store``, ``otlp``), the batch processor's counters.
         store: the local store's filtering, or None without a store.
         payloads: the object-storage uploader's counters, or None.
+        unreplayable: calls recorded with a value held as an ``unencodable`` placeholder (a replay cannot answer
+            them from the recording), by boundary name; each class is also logged once, with the remedy.
     """
 
     exports: Mapping[str, BatchStats]
     store: StoreStats | None
     payloads: UploadStats | None
+    unreplayable: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def dropped(self) -> int:
@@ -297,6 +301,7 @@ class ChronicleConfig:
         "session",
         "start_blind",
         "tracer",
+        "unreplayable",
         "upload_all",
     )
 
@@ -312,6 +317,7 @@ class ChronicleConfig:
     start_blind: bool
     payload_buffer: PayloadBuffer | PayloadUploader | None
     upload_all: bool
+    unreplayable: UnreplayableCounter
 
     def __init__(self, settings: p.Settings, pipeline: Pipeline) -> None:
         init = object.__setattr__
@@ -327,6 +333,7 @@ class ChronicleConfig:
         init(self, "start_blind", attribute_blind(pipeline.tracer))
         init(self, "payload_buffer", pipeline.payload_sink)
         init(self, "upload_all", pipeline.upload_all)
+        init(self, "unreplayable", pipeline.unreplayable)
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"ChronicleConfig is read-only; call configure() to change {name!r}")
@@ -397,7 +404,10 @@ class ChronicleConfig:
             else None
         )
         return ChronicleStats(
-            exports={s.name: s for s in describe(pipeline.processors)}, store=store, payloads=self.payload_stats()
+            exports={s.name: s for s in describe(pipeline.processors)},
+            store=store,
+            payloads=self.payload_stats(),
+            unreplayable=pipeline.unreplayable.counts(),
         )
 
     def payload_stats(self) -> UploadStats | None:

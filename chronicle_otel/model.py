@@ -24,6 +24,7 @@ import orjson
 
 from . import semconv
 from ._internal import hooks
+from ._internal.unreplayable import classes_in
 from .codec import UnresolvedObject, decode, decode_value
 from .errors import CodecError, ReplayError
 
@@ -357,6 +358,23 @@ class Boundary:
             return value
         args = value.data.get("args", []) if isinstance(value, UnresolvedObject) else []
         return ReplayedError(type_name, message, args)
+
+    @property
+    def unreplayable(self) -> tuple[str, ...]:
+        """The classes of the values this call's output or error holds as ``unencodable`` placeholders.
+
+        A stub cannot answer with them; empty when every value was recorded typed. Read from the payloads, or from
+        the span's ``chronicle.unreplayable`` when a payload is cut and its whole was not found.
+        """
+        found: dict[str, None] = {}
+        for payload in (self.raw_output, self.raw_error):
+            if payload is not None and "unencodable" in payload.text:
+                found.update(dict.fromkeys(classes_in(payload.text.encode())))
+        if not found and any(p is not None and not p.complete for p in (self.raw_output, self.raw_error)):
+            marked = self.span.attributes.get(semconv.UNREPLAYABLE)
+            if isinstance(marked, (list, tuple)):
+                found.update(dict.fromkeys(str(m) for m in marked))
+        return tuple(found)
 
     @property
     def failed(self) -> bool:

@@ -55,6 +55,7 @@ __all__ = [
     "SESSION_PREFIX",
     "STREAM",
     "STREAM_ITEMS",
+    "UNREPLAYABLE",
     "STREAM_STATE",
 ]
 
@@ -101,6 +102,10 @@ ERROR_KEYS: Final = PayloadKeys(ERROR, ERROR_HASH, ERROR_TRUNCATED)
 """The attributes of the error payload."""
 PAYLOAD_KEYS: Final = (INPUT_KEYS, OUTPUT_KEYS, ERROR_KEYS)
 """Every payload's attributes, in the order input, output, error."""
+
+UNREPLAYABLE: Final = "chronicle.unreplayable"
+"""The classes of values a payload of this call holds as ``unencodable`` placeholders (a replay cannot answer the
+call from them); absent when every value was recorded typed."""
 
 STREAM: Final = "chronicle.stream"
 """True when the output was streamed (generator or async generator)."""

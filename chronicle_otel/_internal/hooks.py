@@ -181,7 +181,9 @@ def register(name: str, wrapped: Any) -> None:
         _BOUNDARIES[name] = refs
         module = getattr(wrapped, "__module__", None)
         if isinstance(module, str) and module and module != "builtins":
-            _add_packages((module.split(".")[0] + ".",))
+            package = module.split(".")[0] + "."
+            if package != "chronicle_otel.":  # an integration's own wrappers: it names its packages itself
+                _add_packages((package,))
 
 
 def register_packages(*prefixes: str) -> None:

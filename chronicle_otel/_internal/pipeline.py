@@ -36,6 +36,7 @@ from .batch import BatchProcessor
 from .buffer import PayloadBuffer
 from .errors import handle_internal_errors
 from .params import OTLP_PROTOCOL, STORE_PATH, PayloadSettings, StoreSettings, resolve
+from .unreplayable import UnreplayableCounter
 
 _log = logging.getLogger("chronicle_otel")
 
@@ -66,6 +67,7 @@ class Pipeline:
         "store",
         "tracer",
         "tracer_provider",
+        "unreplayable",
         "upload_all",
         "uploader",
     )
@@ -86,6 +88,8 @@ class Pipeline:
     ) -> None:
         self.tracer_provider = tracer_provider
         """The provider boundary spans are created with; None means the global one, looked up lazily."""
+        self.unreplayable = UnreplayableCounter()
+        """Calls recorded with values a replay cannot answer with, by boundary name."""
         self.owns_provider = owns_provider
         """Chronicle created the provider (this or an earlier configuration): it shuts it down."""
         self.created_provider = created_provider

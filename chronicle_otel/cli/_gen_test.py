@@ -25,9 +25,10 @@ from typing import Any, Final, TextIO
 
 import orjson
 
+from .._internal.unreplayable import remedy
 from ..codec import TAG
 from ..errors import ChronicleError
-from ..model import Boundary, Trace
+from ..model import Boundary, Trace, format_key
 from ..replay._matching import check_selectors, resolve_overrides
 from . import _source
 from ._output import Output, clean
@@ -73,6 +74,19 @@ def add_parser(sub: Any) -> None:
         default=[],
         metavar="STATEMENT",
         help='an import the test needs, e.g. "from decimal import Decimal" (repeatable)',
+    )
+    p.add_argument(
+        "--allow",
+        action="append",
+        default=[],
+        metavar="PREFIX",
+        help="rebuild recorded classes of these modules typed (repeatable, e.g. mylib. ; the integrations the "
+        "trace uses add their own)",
+    )
+    p.add_argument(
+        "--allow-unreplayable",
+        action="store_true",
+        help="write the test even when a stubbed call's recording holds values recorded as unencodable placeholders",
     )
     p.add_argument("--json", action="store_true", help="say what was written as JSON")
 
@@ -214,7 +228,20 @@ def generate(trace: Trace, args: argparse.Namespace, out: TextIO) -> int:
     options = ["stub={" + ", ".join(_literal(s) for s in dict.fromkeys(stub)) + "}"]
     if args.live:
         options.append("live={" + ", ".join(_literal(s) for s in dict.fromkeys(args.live)) + "}")
+    allow = [_allow_prefix(prefix) for prefix in dict.fromkeys(getattr(args, "allow", None) or [])]
+    if allow:
+        options.append("allow=[" + ", ".join(_literal(a) for a in allow) + "]")
     overrides = _overrides(args.override, trace)
+    unreplayable = _unreplayable(trace, stub, args.live, overrides)
+    if unreplayable and not getattr(args, "allow_unreplayable", False):
+        raise ChronicleError(
+            "the replay would answer "
+            + "; ".join(f"{format_key(b.call_key)} with {', '.join(classes)}" for b, classes in unreplayable[:5])
+            + (f" (and {len(unreplayable) - 5} more)" if len(unreplayable) > 5 else "")
+            + " recorded as unencodable placeholders: the generated test could not pass. Select those calls live "
+            "(--live NAME), override them (--override), or re-record with the integration that records them typed "
+            f"({remedy(unreplayable[0][1][0])}); --allow-unreplayable writes the test anyway"
+        )
     if overrides:
         options.append("override=OVERRIDES")
     explicit = [_import_statement(statement) for statement in dict.fromkeys(args.imports)]
@@ -568,8 +595,11 @@ class _LiveCalls:
 _MAX_LIVE_LISTED = 50
 
 
-def _live_calls(trace: Trace, stub: list[str], live: list[str], overridden: Iterable[str] = ()) -> list[_LiveCalls]:
-    """The recorded calls that will run live under the selectors, by kind and name in call order.
+def _modes(
+    trace: Trace, stub: list[str], live: list[str], overridden: Iterable[str] = ()
+) -> list[tuple[Boundary, str]]:
+    """The recorded calls ``rerun()`` makes under the selectors, each with how it is answered (``stub``, ``live`` or
+    ``override``), in call order.
 
     The decision is the replay's own (:class:`~chronicle_otel.replay.ReplayRun`). ``rerun()`` calls the root; a call
     below it runs only when no boundary above it is stubbed (a stub answers for its whole subtree), and runs live
@@ -579,7 +609,7 @@ def _live_calls(trace: Trace, stub: list[str], live: list[str], overridden: Iter
 
     run = ReplayRun(trace, stub=tuple(dict.fromkeys(stub)), live=tuple(dict.fromkeys(live)))
     answered = set(resolve_overrides(dict.fromkeys(overridden), trace))  # an overridden call is stubbed
-    mode = {b.span_id: "stub" if b.span_id in answered else run._mode(b.name, b.kind) for b in trace.boundaries}
+    mode = {b.span_id: "override" if b.span_id in answered else run._mode(b.name, b.kind) for b in trace.boundaries}
     runs: dict[str, bool] = {}
 
     def called(b: Boundary) -> bool:
@@ -591,15 +621,41 @@ def _live_calls(trace: Trace, stub: list[str], live: list[str], overridden: Iter
         if current is None:
             known = chain[-1] is trace.root  # another top-level boundary: rerun() does not call it
         else:
-            known = runs[current.span_id] and mode[current.span_id] != "stub"
+            known = runs[current.span_id] and mode[current.span_id] == "live"
         for node in reversed(chain):
             runs[node.span_id] = known
-            known = known and mode[node.span_id] != "stub"
+            known = known and mode[node.span_id] == "live"
         return runs[b.span_id]
 
+    return [(b, mode[b.span_id]) for b in trace.boundaries if called(b)]
+
+
+def _unreplayable(
+    trace: Trace, stub: list[str], live: list[str], overridden: Iterable[str] = ()
+) -> list[tuple[Boundary, tuple[str, ...]]]:
+    """The calls the replay answers from a recording that holds placeholders, with their classes."""
+    out = []
+    for b, mode in _modes(trace, stub, live, overridden):
+        classes = b.unreplayable if mode == "stub" else ()
+        if classes:
+            out.append((b, classes))
+    return out
+
+
+def _allow_prefix(prefix: str) -> str:
+    """A module prefix for ``allow=`` (``mylib.`` or ``mylib.models``): dotted identifiers only."""
+    text = prefix.strip()
+    parts = text.removesuffix(".").split(".")
+    if not text or not all(p.isascii() and p.isidentifier() for p in parts):
+        raise ChronicleError(f"--allow {prefix!r}: expected a module prefix such as 'mylib.' or 'mylib.models'")
+    return text
+
+
+def _live_calls(trace: Trace, stub: list[str], live: list[str], overridden: Iterable[str] = ()) -> list[_LiveCalls]:
+    """The recorded calls that will run live under the selectors, by kind and name in call order."""
     groups: dict[tuple[str, str], _LiveCalls] = {}
-    for b in trace.boundaries:
-        if mode[b.span_id] != "live" or not called(b):
+    for b, mode in _modes(trace, stub, live, overridden):
+        if mode != "live":
             continue
         seen = groups.get((b.kind, b.name))
         calls = 1 if seen is None else seen.calls + 1
@@ -643,17 +699,27 @@ def _live_comment(lines: list[str]) -> str:
     return "".join(f"# {clean(line)}\n" for line in lines)
 
 
-_INTEGRATIONS: Final = {"openai": "chronicle_openai", "anthropic": "chronicle_anthropic"}
-"""SDK integrations a generated test switches on when the trace has their boundaries (fixed text only)."""
+_INTEGRATIONS: Final = {
+    "openai": "chronicle_openai",
+    "anthropic": "chronicle_anthropic",
+    "langchain": "chronicle_langchain",
+    "pydantic_ai": "chronicle_pydantic_ai",
+    "openai_agents": "chronicle_openai_agents",
+    "litellm": "chronicle_litellm",
+    "llama_index": "chronicle_llama_index",
+}
+"""Integrations a generated test switches on when the trace has their boundaries (fixed text only): each names its
+boundaries ``<integration>.…``."""
 
 
 def _integration_lines(trace: Trace) -> str:
-    """Imports and ``instrument()`` calls of the SDK integrations whose boundaries the trace holds: without them
-    the SDK calls would not be stubbed, and the replay would call the model."""
+    """Imports and ``instrument()`` calls of the integrations whose boundaries the trace holds: without them the
+    SDK and framework calls would not be stubbed (the replay would call the model) and the recorded types of their
+    packages would not be rebuilt (each integration adds its packages to the allow-list)."""
     lines = ""
-    for provider, alias in _INTEGRATIONS.items():
-        if any(b.name.startswith(f"{provider}.") and b.kind == "llm" for b in trace.boundaries):
-            lines += f"from chronicle_otel.integrations import {provider} as {alias}\n\n{alias}.instrument()\n\n"
+    for integration, alias in _INTEGRATIONS.items():
+        if any(b.name.startswith(f"{integration}.") for b in trace.boundaries):
+            lines += f"from chronicle_otel.integrations import {integration} as {alias}\n\n{alias}.instrument()\n\n"
     return lines
 
 

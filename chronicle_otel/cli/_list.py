@@ -300,8 +300,16 @@ def _table(rows: list[TraceSummary], loaded: dict[str, Trace | None], shorts: di
         ]
         if t.replay_of is not None:
             line.append((f"replay of {clean(t.replay_of[:_SHORT_ID])}", "magenta"))
+        unreplayable = _unreplayable(trace)
+        if unreplayable:
+            line.append((f"unreplayable: {unreplayable} call{'s' if unreplayable != 1 else ''}", "red"))
         lines.append(line)
     table(lines, out, right=frozenset({4}))
+
+
+def _unreplayable(trace: Trace | None) -> int:
+    """Calls of ``trace`` recorded with values held as unencodable placeholders (a stub cannot answer them)."""
+    return 0 if trace is None else sum(1 for b in trace.boundaries if b.unreplayable)
 
 
 def _document(t: TraceSummary, trace: Trace | None) -> dict[str, Any]:
@@ -319,4 +327,5 @@ def _document(t: TraceSummary, trace: Trace | None) -> dict[str, Any]:
         "service": t.service,
         "session": session_of(trace) if trace is not None else None,
         "replay_of": t.replay_of,
+        "unreplayable": _unreplayable(trace) if trace is not None else None,
     }

@@ -28,6 +28,7 @@ from .._internal.gc_pause import full_collections_spaced
 from .._internal.hooks import BoundarySpec, ReplayExtra
 from .._internal.names import qualified_name
 from .._internal.streams import AsyncStreamDriver, StreamDriver
+from .._internal.unreplayable import classes_in
 from .._session import current_session
 from ..codec import UnresolvedObject, encode_unscanned, value_scan
 from ..config import get_config, isolated
@@ -505,6 +506,9 @@ class ReplayRun:
                 self.report.divergences.append(Finding("undecodable", rec.call_key, f"the stub cannot answer: {exc}"))
                 raise
             names = _unresolved(output, set()) if error is None or rec.stream else set()
+            for payload in (rec.raw_output, rec.raw_error):  # placeholders inside rebuilt objects too
+                if payload is not None and "unencodable" in payload.text:
+                    names.update(UNRECORDED + c for c in classes_in(payload.text.encode()))
             if isinstance(error, ReplayedError):
                 names.add(error.type_name)
             if names:
@@ -799,18 +803,64 @@ UNRECORDED: Final = "(not recorded) "
 """Marks the class name of a placeholder for a value that was never recorded (``unencodable``: only its repr)."""
 
 
-def _unresolved(value: Any, found: set[str], depth: int = 0) -> set[str]:
-    """The class names of the placeholders in a decoded value (:data:`UNRECORDED` before those never recorded)."""
-    if isinstance(value, UnresolvedObject):
+_MAX_WALKED: Final = 100_000
+"""Objects :func:`_unresolved` looks at in one answer, at most."""
+
+
+def _unresolved(value: Any, found: set[str], depth: int = 0, budget: list[int] | None = None) -> set[str]:
+    """The class names of the placeholders in a decoded value, inside containers and inside the objects the stub
+    rebuilt (their instance dictionaries and slots: a pydantic model, a dataclass), with :data:`UNRECORDED` before
+    those never recorded."""
+    left = [_MAX_WALKED] if budget is None else budget
+    left[0] -= 1
+    if left[0] < 0:
+        return found
+    cls = type(value)
+    if cls is UnresolvedObject:
         found.add(UNRECORDED + value.class_name if value.tag == "unencodable" else value.class_name)
-    elif depth < 64:
-        if type(value) is dict:
-            for v in value.values():
-                _unresolved(v, found, depth + 1)
-        elif type(value) in (list, tuple):
-            for v in value:
-                _unresolved(v, found, depth + 1)
+    elif depth >= 64 or cls in _SCALARS:
+        pass
+    elif cls is dict:
+        for v in value.values():
+            _unresolved(v, found, depth + 1, left)
+    elif cls in (list, tuple, set, frozenset):
+        for v in value:
+            _unresolved(v, found, depth + 1, left)
+    else:
+        for v in _attributes(value):
+            _unresolved(v, found, depth + 1, left)
     return found
+
+
+_SCALARS: Final = frozenset({str, int, float, bool, bytes, type(None)})
+
+
+def _attributes(value: Any) -> list[Any]:
+    """The values an object holds in its instance dictionary, its pydantic extras and its slots (read without
+    running the class's own ``__getattr__``); a container subclass's items."""
+    out: list[Any] = []
+    if isinstance(value, (dict, list, tuple, set, frozenset)):
+        out.extend(value.values() if isinstance(value, dict) else value)
+    try:
+        namespace = object.__getattribute__(value, "__dict__")
+    except AttributeError:
+        namespace = None
+    if type(namespace) is dict:
+        out.extend(namespace.values())
+    for name in ("__pydantic_extra__", "__pydantic_private__"):
+        try:
+            extra = object.__getattribute__(value, name)
+        except AttributeError:
+            continue
+        if type(extra) is dict:
+            out.extend(extra.values())
+    for klass in type(value).__mro__:
+        for slot in klass.__dict__.get("__slots__", ()) if isinstance(klass.__dict__.get("__slots__"), tuple) else ():
+            try:
+                out.append(object.__getattribute__(value, slot))
+            except (AttributeError, TypeError):
+                continue
+    return out
 
 
 def _loop_running() -> bool:
