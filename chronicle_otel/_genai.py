@@ -108,8 +108,11 @@ def finish_reasons(result: Any) -> tuple[str, ...]:
             if isinstance(reason, str):
                 reasons.append(reason)
         return tuple(reasons)
-    reason = field_of(result, "stop_reason")
-    return (reason,) if isinstance(reason, str) else ()
+    for name in ("stop_reason", "finish_reason"):  # Anthropic; pydantic-ai's ModelResponse
+        reason = field_of(result, name)
+        if isinstance(reason, str):
+            return (reason,)
+    return ()
 
 
 def response_attributes(result: Any, redactor: Redactor | None = None) -> dict[str, Any]:
@@ -117,11 +120,15 @@ def response_attributes(result: Any, redactor: Redactor | None = None) -> dict[s
     result; strings go through ``redactor``."""
     out: dict[str, Any] = {}
     model = field_of(result, "model")
+    if not isinstance(model, str):
+        model = field_of(result, "model_name")  # pydantic-ai's ModelResponse
     if isinstance(model, str):
         out[semconv.GEN_AI_RESPONSE_MODEL] = redactor.redact_text(model) if redactor is not None else model
     rid = field_of(result, "id")
-    if not isinstance(rid, str):
-        rid = field_of(result, "response_id")  # the Agents SDK's ModelResponse
+    for name in ("response_id", "provider_response_id"):  # the Agents SDK's and pydantic-ai's ModelResponse
+        if isinstance(rid, str):
+            break
+        rid = field_of(result, name)
     if isinstance(rid, str):
         out[semconv.GEN_AI_RESPONSE_ID] = redactor.redact_text(rid) if redactor is not None else rid
     out.update(outcome_attributes(finish_reasons(result), field_of(result, "usage")))

@@ -981,3 +981,24 @@ def test_a_boundary_pickles_and_copies_as_the_function_it_wraps() -> None:
     agent = {"callback": tools.lookup}
     copied = copy.deepcopy(agent)["callback"]  # as a bound method is: bound to a copy of its object
     assert copied("k") == "K" and copied.__self__ is not tools and copied.__self__.market == "XNAS"
+
+
+@dataclasses.dataclass
+class _FrameworkResponse:
+    """The shape of pydantic-ai's and the Agents SDK's model responses: other field names than the providers'."""
+
+    model_name: str
+    provider_response_id: str
+    finish_reason: str
+
+
+def test_genai_attributes_are_read_from_framework_response_field_names(recorder: Recorder) -> None:
+    @chronicle.boundary(kind="llm", name="framework.request")
+    def request() -> _FrameworkResponse:
+        return _FrameworkResponse("gpt-test-2", "chatcmpl-7", "tool_call")
+
+    request()
+    a = recorder.attrs("framework.request")
+    assert a[sc.GEN_AI_RESPONSE_MODEL] == "gpt-test-2"
+    assert a[sc.GEN_AI_RESPONSE_ID] == "chatcmpl-7"
+    assert a[sc.GEN_AI_RESPONSE_FINISH_REASONS] == ("tool_call",)
