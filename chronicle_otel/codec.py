@@ -14,6 +14,11 @@ registered with :func:`register_type`. What cannot be encoded becomes
 ``{"$type": "unencodable", "class": ..., "repr": ...}``; cycles and values nested deeper than
 :data:`MAX_DEPTH` are cut the same way.
 
+A pydantic model is written compactly and rebuilt exactly (values, ``model_fields_set``, extras): only the fields
+that were set, a nested model of its field's own annotation class without its tag, and in a list, the class of a run
+of models of one class once (a stream of SDK chunks). Recordings of earlier versions (every field, ``unset``) decode
+as before; :func:`same_encoding` compares one with a value encoded now.
+
 Decoding is safe on untrusted data: it never unpickles, never imports a module named in the data and
 rebuilds only a class of the kind the tag names (a dataclass, a pydantic model, an enum, a namedtuple,
 an :class:`Exception` subclass: its constructor, then the recorded fields put back) whose own ``__module__`` and
@@ -33,8 +38,10 @@ import math
 import os
 import re
 import sys
+import types
+import typing
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, MutableSequence, Sequence
 from decimal import Decimal
 from pathlib import PurePath, PureWindowsPath
 from typing import Any, Final
@@ -71,9 +78,12 @@ __all__ = [
     "encode",
     "encode_unscanned",
     "find_loaded_class",
+    "join_encoded",
     "key_filter",
     "register_type",
+    "same_encoding",
     "to_json_value",
+    "upgrade_encoding",
     "value_scan",
 ]
 
@@ -189,7 +199,7 @@ class _Walker:
             if cls is list:
                 walk = self.walk
                 depth += 1
-                return [x if type(x) is str else walk(x, depth) for x in value]
+                return _siblings([x if type(x) is str else walk(x, depth) for x in value])
             encoder = _encoder_cache.get(cls)
             if encoder is None:
                 encoder = _find_encoder(cls)  # may run a hostile metaclass's __getattr__ or __subclasscheck__
@@ -286,7 +296,55 @@ def _enc_dict(v: Any, w: _Walker, d: int) -> Any:
 
 def _enc_list(v: Any, w: _Walker, d: int) -> Any:
     walk = w.walk
-    return [x if type(x) is str else walk(x, d) for x in v]
+    return _siblings([x if type(x) is str else walk(x, d) for x in v])
+
+
+def _siblings(items: list[Any]) -> list[Any]:
+    """A list's encoded ``items``, a model's class left out after an item of the same class.
+
+    A stream of chunks names its class once: the decoder takes it from the model before.
+    """
+    previous = None
+    for i, item in enumerate(items):
+        if type(item) is dict and item.get(TAG) == "pydantic" and "fields" in item:
+            name = item.get("class")
+            if name is None:
+                continue  # already written so
+            if name == previous:
+                items[i] = {k: x for k, x in item.items() if k != "class"}
+            previous = name
+        else:
+            previous = None
+    return items
+
+
+_MODEL_HEAD: Final = b'{"$type":"pydantic","class":"'
+
+
+def join_encoded(parts: Iterable[bytes]) -> bytes:
+    """The encoding of a list from the encodings of its items (a stream's items, each encoded when yielded).
+
+    The bytes are those :func:`encode` writes for the list of the items: a model's class written once for a run of
+    items of that class.
+
+    Args:
+        parts: the canonical bytes of each item, in order (unscanned or scanned alike).
+    """
+    out: list[bytes] = []
+    previous = b""
+    for part in parts:
+        if part.startswith(_MODEL_HEAD):
+            end = part.find(b'"', len(_MODEL_HEAD))
+            name = part[len(_MODEL_HEAD) : end]
+            if end > 0 and part.startswith(b',"fields":', end + 1):  # this version's encoding of a model
+                if name == previous:
+                    part = b'{"$type":"pydantic"' + part[end + 1 :]
+                previous = name
+                out.append(part)
+                continue
+        previous = b""
+        out.append(part)
+    return b"[" + b",".join(out) + b"]"
 
 
 def _enc_tuple(v: Any, w: _Walker, d: int) -> Any:
@@ -360,20 +418,39 @@ def _enc_dataclass(v: Any, w: _Walker, d: int) -> Any:
 
 
 def _enc_pydantic(v: Any, w: _Walker, d: int) -> Any:
+    """A pydantic model as ``{"$type": "pydantic", "class": …, "fields": {…}}``: the fields that were set, and extras.
+
+    A field left to its default is left out (``model_construct`` fills it in again and leaves it unset, so
+    ``model_dump(exclude_unset=True)`` and an SDK's ``to_dict()`` see what they saw). A nested model whose class is
+    its field's own annotation (see :func:`_model_slots`) is written as its ``fields`` alone: the decoder knows the
+    class from the annotation. ``set_extras`` lists the extras ``model_fields_set`` holds (a validated model counts
+    them as set; ``model_construct`` would not).
+    """
     cls = type(v)
-    names = list(cls.model_fields)
-    data = {name: getattr(v, name) for name in names}
+    origin = _generic_origin(cls)
+    declared = _field_names(cls)
+    fields_set = getattr(v, "__pydantic_fields_set__", None)
+    known = isinstance(fields_set, (set, frozenset))
+    data = {name: getattr(v, name) for name in declared if not known or name in fields_set}  # type: ignore[operator]
     extra = getattr(v, "__pydantic_extra__", None)
+    extras: list[str] = []
     if isinstance(extra, dict):  # fields a model with extra="allow" kept (an API's newer fields)
         for key, value in extra.items():
-            if isinstance(key, str) and key not in data:
+            if isinstance(key, str) and key not in data and key not in declared:
                 data[key] = value
-    encoded = {TAG: "pydantic", "class": _qualname(_generic_origin(cls)), "data": w.mapping(data, d)}
-    fields_set = getattr(v, "__pydantic_fields_set__", None)
-    if isinstance(fields_set, (set, frozenset)):
-        unset = [name for name in names if name not in fields_set]
-        if unset:  # defaults the model filled in: exclude_unset / to_dict() leave them out, so must the rebuild
-            encoded["unset"] = unset
+                extras.append(key)
+    fields = w.mapping(data, d)
+    if type(fields) is dict and TAG not in fields:
+        slots = _model_slots(origin)
+        if slots:
+            for name, slot in slots.items():
+                if name in fields:
+                    fields[name] = _placed(fields[name], data[name], slot)
+    encoded: dict[str, Any] = {TAG: "pydantic", "class": _qualname(origin), "fields": fields}
+    if known and extras:
+        more = sorted(k for k in extras if k in fields_set)  # type: ignore[operator]
+        if more:  # extras a validated model counts as set: the rebuild is told, not left to derive it
+            encoded["set_extras"] = more
     kept = {}
     for source in (getattr(v, "__pydantic_private__", None), getattr(v, "__dict__", None)):
         if isinstance(source, dict):  # plain-data private attributes (an SDK's ``_request_id``)
@@ -383,6 +460,104 @@ def _enc_pydantic(v: Any, w: _Walker, d: int) -> Any:
                     kept[key] = value
     if kept:
         encoded["private"] = w.mapping(kept, d)
+    return encoded
+
+
+_Slot = tuple["type | None", "type | None"]
+"""Where a field's annotation names exactly one model class: ``(class of the value itself, class of the items of a
+list value)``, each None when the annotation names none or several there."""
+
+_slots_cache: dict[type, dict[str, _Slot]] = {}
+_LIST_ORIGINS: Final = frozenset({list, Sequence, MutableSequence})
+
+
+def _field_names(cls: type) -> Mapping[str, Any]:
+    """The declared fields of a pydantic class, by name (without the deprecated instance access)."""
+    fields = getattr(cls, "__pydantic_fields__", None)
+    if not isinstance(fields, Mapping):
+        fields = getattr(cls, "model_fields", None)
+    return fields if isinstance(fields, Mapping) else {}
+
+
+def _model_slots(cls: type) -> dict[str, _Slot]:
+    """The fields of the pydantic class ``cls`` whose values may be written without their class.
+
+    By field name: the one model class the annotation names for the value (``delta: ChoiceDelta``,
+    ``Optional[Usage]``) and for the items of a list value (``List[Choice]``). Read from the class alone, never from
+    data; the same answer for the encoder and the decoder, so a class named nowhere in a payload is the class its
+    annotation names.
+    """
+    cached = _slots_cache.get(cls)
+    if cached is not None:
+        return cached
+    slots: dict[str, _Slot] = {}
+    if getattr(cls, "__pydantic_fields_complete__", True) is True:  # annotations resolved (forward references too)
+        for name, info in _field_names(cls).items():
+            annotation = getattr(info, "annotation", None)
+            direct: set[type] = set()
+            listed: set[type] = set()
+            try:
+                _annotated_models(annotation, False, direct, listed, 0)
+            except Exception:  # an annotation typing cannot take apart: the field keeps full tags
+                continue
+            one = next(iter(direct)) if len(direct) == 1 else None
+            items = next(iter(listed)) if len(listed) == 1 else None
+            if type(name) is str and (one is not None or items is not None):
+                slots[name] = (one, items)
+    if len(_slots_cache) < 4096:
+        _slots_cache[cls] = slots
+    return slots
+
+
+def _annotated_models(annotation: Any, in_list: bool, direct: set[type], listed: set[type], depth: int) -> None:
+    """Collect the model classes ``annotation`` names for a value (``direct``) and for a list's items (``listed``).
+
+    Through ``Optional``/``Union``/``Annotated`` and one level of ``list``/``List``/``Sequence``.
+    """
+    if depth > 8:
+        return
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        _annotated_models(typing.get_args(annotation)[0], in_list, direct, listed, depth + 1)
+    elif origin is typing.Union or origin is types.UnionType:
+        for arg in typing.get_args(annotation):
+            _annotated_models(arg, in_list, direct, listed, depth + 1)
+    elif origin in _LIST_ORIGINS:
+        args = typing.get_args(annotation)
+        if not in_list and len(args) == 1:
+            _annotated_models(args[0], True, direct, listed, depth + 1)
+    elif isinstance(annotation, type) and _is_pydantic(annotation) and _generic_origin(annotation) is annotation:
+        (listed if in_list else direct).add(annotation)
+
+
+def _placed(encoded: Any, value: Any, slot: _Slot) -> Any:
+    """The encoding of a field's ``value`` at a field of ``slot``.
+
+    A model of the annotation's class is its fields alone; any other mapping is in the tagged ``dict`` form, so that
+    no plain object there is taken for the model.
+    """
+    one, items = slot
+    if type(encoded) is dict and one is not None:
+        return _inline(encoded, value, one)
+    if type(encoded) is list and items is not None:
+        same = type(value) is list and len(value) == len(encoded)
+        return [_inline(e, value[i] if same else None, items) if type(e) is dict else e for i, e in enumerate(encoded)]
+    return encoded
+
+
+def _inline(encoded: dict[str, Any], value: Any, cls: type) -> Any:
+    if TAG not in encoded:  # a mapping where the annotation names a model: kept a mapping
+        items = sorted(([k, x] for k, x in encoded.items()), key=lambda kv: _canonical(kv[0]))
+        return {TAG: "dict", "items": items}
+    if (
+        encoded[TAG] == "pydantic"
+        and len(encoded) == (3 if "class" in encoded else 2)
+        and value is not None
+        and _generic_origin(type(value)) is cls
+        and type(encoded.get("fields")) is dict
+        and TAG not in encoded["fields"]
+    ):
+        return encoded["fields"]
     return encoded
 
 
@@ -787,7 +962,7 @@ class _Decoder:
         if cls is list:
             if depth >= MAX_DECODE_DEPTH:
                 raise CodecError(f"value nested deeper than MAX_DECODE_DEPTH ({MAX_DECODE_DEPTH})")
-            return [self.value(x, depth + 1) for x in v]
+            return self.items(v, depth + 1)
         if cls is dict:
             if depth >= MAX_DECODE_DEPTH:
                 raise CodecError(f"value nested deeper than MAX_DECODE_DEPTH ({MAX_DECODE_DEPTH})")
@@ -806,6 +981,39 @@ class _Decoder:
             except _DECODE_ERRORS as exc:
                 raise CodecError(f"malformed {tag!r} value: {_short(exc)}") from None
         return v
+
+    def items(self, v: list[Any], depth: int, cls: type | None = None) -> list[Any]:
+        """The items of a list.
+
+        A model without its class is of the class of the model before it; with ``cls`` (the one model class a
+        field's annotation names for its items), a plain object is a model of ``cls``.
+        """
+        out: list[Any] = []
+        previous: tuple[str, type | None] | None = None
+        for x in v:
+            if type(x) is dict:
+                if cls is not None and TAG not in x:
+                    out.append(_dec_inline(self, cls, x, depth))
+                    previous = (_qualname(cls), cls)
+                    continue
+                if x.get(TAG) == "pydantic" and "fields" in x:
+                    if depth >= MAX_DECODE_DEPTH:
+                        raise CodecError(f"value nested deeper than MAX_DECODE_DEPTH ({MAX_DECODE_DEPTH})")
+                    try:
+                        if "class" in x:
+                            name = _str(x, "class")
+                            previous = (name, self.resolve(name, _is_pydantic))
+                        elif previous is None:
+                            raise ValueError("a model without its class, and no model before it in its list")
+                        out.append(_dec_model(self, x, depth + 1, *previous))
+                    except CodecError:
+                        raise
+                    except _DECODE_ERRORS as exc:
+                        raise CodecError(f"malformed 'pydantic' value: {_short(exc)}") from None
+                    continue
+            out.append(self.value(x, depth))
+            previous = None
+        return out
 
     def resolve(self, name: Any, kind: Callable[[type], bool]) -> type | None:
         """The class recorded as ``name``, when registered, or allowed and already imported, and of ``kind``."""
@@ -828,6 +1036,212 @@ class _Decoder:
 def _short(exc: BaseException) -> str:
     text = f"{type(exc).__name__}: {exc}"
     return text if len(text) <= 300 else text[:299] + "…"
+
+
+def upgrade_encoding(text: str) -> str:
+    """A recorded payload's ``text`` as this version encodes the same value.
+
+    The encoding of pydantic models changed: the fields that were set, nested models of their annotation's class
+    and runs of one class written once.
+
+    For comparing a recording made by an earlier version with a value encoded now: the text is returned unchanged
+    when it holds no model written the earlier way. Nothing is imported or built; the annotations of classes already
+    imported are read. Raises :class:`CodecError` for text that is not chronicle-json.
+    """
+    if not _earlier_models(text):
+        return text
+    try:
+        tree = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise CodecError(f"not chronicle-json: {exc}") from None
+    try:
+        return _canonical(_upgrade(tree, 0)).decode()
+    except (TypeError, ValueError, KeyError, orjson.JSONEncodeError) as exc:
+        raise CodecError(f"malformed payload: {_short(exc)}") from None
+
+
+_EARLIER_HEAD: Final = '{"$type":"pydantic","class":"'
+
+
+def _earlier_models(text: str) -> bool:
+    """Whether ``text`` holds a model written as an earlier version wrote it (``data`` right after its class)."""
+    start = text.find(_EARLIER_HEAD)
+    while start >= 0:
+        end = text.find('"', start + len(_EARLIER_HEAD))
+        if end < 0:
+            return False
+        if text.startswith(',"data":', end + 1):
+            return True
+        start = text.find(_EARLIER_HEAD, end)
+    return False
+
+
+def same_encoding(recorded: str, actual: str) -> bool:
+    """Whether a recorded payload text and one encoded now hold the same value (see :func:`upgrade_encoding`)."""
+    if recorded == actual:
+        return True
+    try:
+        upgraded = upgrade_encoding(recorded)
+    except CodecError:
+        return False
+    if upgraded is recorded:
+        return False
+    if upgraded == actual:
+        return True
+    if '"set_extras":' not in actual:
+        return False
+    try:  # an earlier version did not record which extras were set: compared without, every model named
+        return _canonical(_expanded(orjson.loads(upgraded), 0)) == _canonical(_expanded(orjson.loads(actual), 0))
+    except (orjson.JSONDecodeError, orjson.JSONEncodeError, CodecError, TypeError, ValueError):
+        return False
+
+
+def _expanded(tree: Any, depth: int, one: type | None = None, items: type | None = None) -> Any:
+    """An encoding with every model tagged with its class and without ``set_extras``.
+
+    For comparing encodings that differ only in what an earlier version could not record. ``one``/``items``: the
+    model class an untagged object here is, or the items of a list here are (a field's annotation).
+    """
+    if depth > MAX_DECODE_DEPTH:
+        raise CodecError(f"value nested deeper than MAX_DECODE_DEPTH ({MAX_DECODE_DEPTH})")
+    if type(tree) is list:
+        out = []
+        previous = None
+        for e in tree:
+            if type(e) is dict and TAG not in e and items is not None:
+                e = {TAG: "pydantic", "class": _qualname(items), "fields": e}
+            if type(e) is dict and e.get(TAG) == "pydantic" and "fields" in e:
+                previous = e.get("class", previous)
+                out.append(_expanded_model(e, previous, depth + 1))
+            else:
+                previous = None
+                out.append(_expanded(e, depth + 1))
+        return out
+    if type(tree) is not dict:
+        return tree
+    tag = tree.get(TAG)
+    if tag is None:
+        if one is not None:
+            return _expanded_model({TAG: "pydantic", "fields": tree}, _qualname(one), depth)
+        return {k: _expanded(x, depth + 1) for k, x in tree.items()}
+    if tag == "pydantic" and "fields" in tree:
+        return _expanded_model(tree, tree.get("class"), depth)
+    structural = _STRUCTURAL.get(tag) if type(tag) is str else None
+    return {
+        k: [_expanded(e, depth + 1) for e in x] if k == structural and type(x) is list else _expanded(x, depth + 1)
+        for k, x in tree.items()
+    }
+
+
+def _expanded_model(tree: dict[str, Any], name: Any, depth: int) -> dict[str, Any]:
+    fields = tree["fields"]
+    cls = find_loaded_class(name) if type(name) is str else None
+    slots = _model_slots(cls) if cls is not None and _is_pydantic(cls) else {}
+    if type(fields) is dict and TAG not in fields:
+        fields = {k: _expanded(x, depth + 1, *slots.get(k, (None, None))) for k, x in fields.items()}
+    else:
+        fields = _expanded(fields, depth + 1)
+    out = {TAG: "pydantic", "class": name, "fields": fields}
+    if "private" in tree:
+        out["private"] = _expanded(tree["private"], depth + 1)
+    return out
+
+
+_STRUCTURAL: Final = {"dict": "items", "tuple": "items", "set": "items", "frozenset": "items", "exception": "args"}
+"""Lists a tag holds as its own structure (pairs, items, arguments), written item by item rather than as a value."""
+
+
+def _upgrade(tree: Any, depth: int) -> Any:
+    if depth > MAX_DECODE_DEPTH:
+        raise CodecError(f"value nested deeper than MAX_DECODE_DEPTH ({MAX_DECODE_DEPTH})")
+    if type(tree) is list:
+        return _siblings([_upgrade(x, depth + 1) for x in tree])
+    if type(tree) is not dict:
+        return tree
+    tag = tree.get(TAG)
+    if tag is None:
+        return {k: _upgrade(x, depth + 1) for k, x in tree.items()}
+    if tag == "pydantic" and "data" in tree and "fields" not in tree:
+        return _upgrade_model(tree, depth)
+    structural = _STRUCTURAL.get(tag) if type(tag) is str else None
+    out: dict[str, Any] = {}
+    for k, x in tree.items():
+        if k == TAG:
+            out[k] = x
+        elif k == structural and type(x) is list:
+            items = [
+                [_upgrade(e, depth + 2) for e in pair]
+                if tag == "dict" and type(pair) is list
+                else _upgrade(pair, depth)
+                for pair in x
+            ]
+            if tag == "dict":  # ordered as the encoder orders them: by the encoding of the key, which may change
+                items.sort(key=lambda pair: _canonical(pair[0] if type(pair) is list and pair else pair))
+            elif tag in ("set", "frozenset"):
+                items.sort(key=_canonical)
+            out[k] = items
+        else:
+            out[k] = _upgrade(x, depth + 1)
+    return out
+
+
+def _upgrade_model(tree: dict[str, Any], depth: int) -> dict[str, Any]:
+    """A model recorded as ``data`` (every field) and ``unset``, written as this version writes it."""
+    unset = tree.get("unset") or []
+    unset = set(unset) if type(unset) is list else set()
+    data = tree["data"]
+    fields: Any
+    if type(data) is dict and TAG not in data:
+        fields = {k: _upgrade(x, depth + 1) for k, x in data.items() if k not in unset}
+    elif type(data) is dict and data.get(TAG) == "dict" and type(data.get("items")) is list:
+        pairs = [p for p in data["items"] if not (type(p) is list and len(p) == 2 and p[0] in unset)]
+        fields = _upgrade({TAG: "dict", "items": pairs}, depth + 1)
+    else:
+        fields = _upgrade(data, depth + 1)
+    name = tree.get("class")
+    out: dict[str, Any] = {TAG: "pydantic", "class": name, "fields": fields}
+    if "private" in tree:
+        out["private"] = _upgrade(tree["private"], depth + 1)
+    cls = find_loaded_class(name) if type(name) is str else None
+    if cls is not None and type(fields) is dict and TAG not in fields and _is_pydantic(cls):
+        for field, slot in _model_slots(cls).items():
+            if field in fields:
+                fields[field] = _placed_by_name(fields[field], slot)
+    return out
+
+
+def _placed_by_name(encoded: Any, slot: _Slot) -> Any:
+    """:func:`_placed` for an encoding without its value: the class is known by the name the encoding gives."""
+    one, items = slot
+    if type(encoded) is dict and one is not None:
+        return _inline_by_name(encoded, encoded.get("class"), _qualname(one))
+    if type(encoded) is list and items is not None:
+        name = _qualname(items)
+        out = []
+        previous = None
+        for e in encoded:
+            if type(e) is dict and e.get(TAG) == "pydantic" and "fields" in e:
+                previous = e.get("class", previous)
+                out.append(_inline_by_name(e, previous, name))
+            else:
+                previous = None
+                out.append(_inline_by_name(e, None, name) if type(e) is dict else e)
+        return out
+    return encoded
+
+
+def _inline_by_name(encoded: dict[str, Any], recorded: Any, wanted: str) -> Any:
+    if TAG not in encoded:
+        return _inline(encoded, None, object)
+    if (
+        encoded[TAG] == "pydantic"
+        and recorded == wanted
+        and len(encoded) == (3 if "class" in encoded else 2)
+        and type(encoded.get("fields")) is dict
+        and TAG not in encoded["fields"]
+    ):
+        return encoded["fields"]
+    return encoded
 
 
 def find_loaded_class(name: str) -> type | None:
@@ -1082,16 +1496,94 @@ def _dec_fields(tag: str, kind: Callable[[type], bool]) -> Callable[[_Decoder, d
     return dec
 
 
-def _construct_model(cls: Any, data: dict[str, Any], unset: list[str], private: dict[str, Any]) -> Any:
+_old_pydantic = _dec_fields("pydantic", _is_pydantic)
+
+
+def _dec_pydantic(d: _Decoder, v: dict[str, Any], depth: int) -> Any:
+    """A pydantic model: ``fields`` (the fields that were set), or, as recorded before, ``data`` and ``unset``."""
+    if "fields" not in v:
+        return _old_pydantic(d, v, depth)
+    if "class" not in v:
+        raise ValueError("a model without its class outside a list")
+    name = _str(v, "class")
+    return _dec_model(d, v, depth, name, d.resolve(name, _is_pydantic))
+
+
+def _dec_model(d: _Decoder, v: dict[str, Any], depth: int, name: str, cls: type | None) -> Any:
+    """A model of this version's encoding, of the class recorded as ``name`` (``cls`` when it may be rebuilt)."""
+    if cls is None:
+        return UnresolvedObject("pydantic", name, d.value(v["fields"], depth))
+    set_extras = v.get("set_extras", [])
+    if type(set_extras) is not list or not all(type(f) is str for f in set_extras):
+        raise TypeError("'set_extras' must be a list of field names")
+    private = d.value(v.get("private", {}), depth)
+    if type(private) is not dict:
+        raise TypeError("'private' must be a mapping")
+    data = _model_data(d, cls, v["fields"], depth)
+    try:
+        return _construct_model(cls, data, [], private, set_extras)
+    except CodecError:
+        raise
+    except Exception as exc:  # the class's own code refused the recorded data
+        raise CodecError(f"cannot rebuild {name} from the recorded data: {_short(exc)}") from None
+
+
+def _model_data(d: _Decoder, cls: type, raw: Any, depth: int) -> dict[str, Any]:
+    """The decoded ``fields`` of a model of ``cls``.
+
+    A plain object where the annotation names one model class is that class, rebuilt: ``cls`` was registered or
+    allowed, so is the class its own annotation names.
+    """
+    if type(raw) is not dict or TAG in raw:  # keys JSON cannot hold: the tagged dict form, nothing untagged inside
+        data = d.value(raw, depth)
+        if type(data) is not dict:
+            raise TypeError("'fields' must be a mapping")
+        return data
+    if depth >= MAX_DECODE_DEPTH:
+        raise CodecError(f"value nested deeper than MAX_DECODE_DEPTH ({MAX_DECODE_DEPTH})")
+    slots = _model_slots(cls)
+    out: dict[str, Any] = {}
+    for key, x in raw.items():
+        slot = slots.get(key) if slots else None
+        if slot is None:
+            out[key] = d.value(x, depth + 1)
+        elif slot[0] is not None and type(x) is dict and TAG not in x:
+            out[key] = _dec_inline(d, slot[0], x, depth + 1)
+        elif slot[1] is not None and type(x) is list:
+            if depth + 1 >= MAX_DECODE_DEPTH:
+                raise CodecError(f"value nested deeper than MAX_DECODE_DEPTH ({MAX_DECODE_DEPTH})")
+            out[key] = d.items(x, depth + 2, slot[1])
+        else:
+            out[key] = d.value(x, depth + 1)
+    return out
+
+
+def _dec_inline(d: _Decoder, cls: type, raw: dict[str, Any], depth: int) -> Any:
+    """A nested model written as its fields alone, rebuilt as the class its field's annotation names."""
+    data = _model_data(d, cls, raw, depth)
+    try:
+        return _construct_model(cls, data, [], {})
+    except CodecError:
+        raise
+    except Exception as exc:
+        raise CodecError(f"cannot rebuild {_qualname(cls)} from the recorded data: {_short(exc)}") from None
+
+
+def _construct_model(
+    cls: Any, data: dict[str, Any], unset: list[str], private: dict[str, Any], set_extras: list[str] | None = None
+) -> Any:
     """The model as it was recorded, rebuilt with ``model_construct``.
 
     Its fields (by name, also for a field the class names by alias), its extra fields and which fields were set
-    come back as recorded. The values were validated when the model was made; the class's validators do not run
-    again (a parametrized generic model is recorded as its generic class, whose type variables would refuse the
-    values its parameters allowed).
+    (the fields ``data`` names, and the extras in ``set_extras``) come back as recorded. The values were validated
+    when the model was made; the class's validators do not run again (a parametrized generic model is recorded as
+    its generic class, whose type variables would refuse the values its parameters allowed).
     """
     skip = set(unset)  # filled in with their defaults, as when recorded; passing them would mark them set
     model = cls.model_construct(**{k: val for k, val in data.items() if type(k) is str and k not in skip})
+    if set_extras:
+        fields_set = object.__getattribute__(model, "__pydantic_fields_set__")
+        object.__setattr__(model, "__pydantic_fields_set__", fields_set | {k for k in set_extras if k in data})
     if private:
         declared = getattr(cls, "__private_attributes__", None) or {}
         store = getattr(model, "__pydantic_private__", None)
@@ -1227,7 +1719,7 @@ _DECODERS: dict[str, Callable[[_Decoder, dict[str, Any], int], Any]] = {
     "path": _dec_path,
     "enum": _dec_enum,
     "dataclass": _dec_fields("dataclass", _is_dataclass),
-    "pydantic": _dec_fields("pydantic", _is_pydantic),
+    "pydantic": _dec_pydantic,
     "namedtuple": _dec_fields("namedtuple", _is_namedtuple),
     "exception": _dec_exception,
     "custom": _dec_custom,

@@ -13,6 +13,7 @@ import datetime as dt
 import os
 from typing import Any, TextIO
 
+from ..codec import same_encoding
 from ..errors import ChronicleError
 from ..model import Boundary, CallKey, Payload, Trace, format_key
 from ..replay._report import diff_lines
@@ -168,8 +169,12 @@ def _payload_diff(
         if left is not None and right is not None and left.digest and left.digest == right.digest:
             return []  # the same hash: the same payload, whole or not
         return [f"cannot compare: the payload {' and '.join(cut)} is cut and no payload store has it whole"]
-    if left is not None and right is not None and left.text == right.text:
-        return []
+    if (
+        left is not None
+        and right is not None
+        and (same_encoding(left.text, right.text) or same_encoding(right.text, left.text))
+    ):
+        return []  # the same value (one side may be written as an earlier version wrote it)
     return diff_lines(left.text if left else None, right.text if right else None, labels)
 
 

@@ -144,7 +144,7 @@ def _node(value: Any, limit: int | None, depth: int) -> Node:
     if depth > (_CUT_DEPTH if limit is not None else _MAX_DEPTH):  # --full too: a hostile payload nests deep
         return "…"
     if isinstance(value, list):
-        items = _cut(value, limit)
+        items = _cut(named_items(value), limit)
         return _more(Seq("[", [("", _node(v, limit, depth + 1)) for v in items], "]"), len(value), limit)
     if not isinstance(value, dict):
         return repr(value)
@@ -154,6 +154,29 @@ def _node(value: Any, limit: int | None, depth: int) -> Node:
         seq = Seq("{", [(f"{k!r}: ", _node(v, limit, depth + 1)) for k, v in pairs], "}")
         return _more(seq, len(value), limit)
     return _tagged(tag, value, limit, depth)
+
+
+def named_items(items: list[Any]) -> list[Any]:
+    """A list's items with the class a model leaves to the one before it written out (a stream of chunks names its
+    class once); the list itself when none does."""
+    out: list[Any] | None = None
+    previous: Any = None
+    for i, item in enumerate(items):
+        if isinstance(item, dict) and item.get(TAG) == "pydantic" and "fields" in item:
+            if "class" in item:
+                previous = item["class"]
+            else:
+                if out is None:
+                    out = list(items)
+                out[i] = {**item, "class": previous}
+        else:
+            previous = None
+    return items if out is None else out
+
+
+def model_fields(v: dict[str, Any]) -> Any:
+    """The fields of a tagged model or dataclass: ``fields`` (the set ones), or ``data`` as recorded before."""
+    return v["fields"] if "fields" in v else v.get("data")
 
 
 def _fields(data: Any, limit: int | None, depth: int) -> list[tuple[str, Node]]:
@@ -168,7 +191,7 @@ def _call(name: str, arg: Any) -> str:
 
 def _tagged(tag: str, v: dict[str, Any], limit: int | None, depth: int) -> Node:
     if tag in ("dataclass", "pydantic", "namedtuple"):
-        return Seq(f"{_short(v.get('class'))}(", _fields(v.get("data"), limit, depth), ")")
+        return Seq(f"{_short(v.get('class'))}(", _fields(model_fields(v), limit, depth), ")")
     if tag == "enum":
         return f"{_short(v.get('class'))}.{v.get('name')}"
     if tag == "exception":

@@ -45,6 +45,7 @@ from ..semconv import REPLAY_OF
 from ..version import __version__
 from . import _show, _source
 from ._output import clean
+from ._render import model_fields, named_items
 
 NAME = "view"
 
@@ -595,7 +596,7 @@ class _Converter:
         if value is None or isinstance(value, (bool, int, float)):
             return repr(value)
         if isinstance(value, list):
-            return _Group("[", "]", [("", self.node(v, depth + 1)) for v in value])
+            return _Group("[", "]", [("", self.node(v, depth + 1)) for v in named_items(value)])
         if isinstance(value, dict):
             tag = value.get("$type")
             if isinstance(tag, str):
@@ -613,7 +614,7 @@ class _Converter:
     def tagged(self, tag: str, v: dict[str, Any], depth: int) -> _Node | None:
         short = _class_name(v.get("class"))
         if tag in ("pydantic", "dataclass", "namedtuple"):
-            return self.fields(short, v.get("data"), depth)
+            return self.fields(short, model_fields(v), depth)
         if tag == "enum":
             name = v.get("name")
             return f"{short}.{name}" if isinstance(name, str) and name.isidentifier() else self.fields(short, v, depth)

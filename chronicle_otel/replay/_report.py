@@ -8,6 +8,8 @@ from typing import Any
 
 import orjson
 
+from ..codec import upgrade_encoding
+from ..errors import CodecError
 from ..model import format_key
 
 _MAX_DIFFS = 12
@@ -58,7 +60,12 @@ def short_repr(value: Any, width: int = 120) -> str:
 def diff_lines(
     recorded_text: str | None, actual_text: str | None, labels: tuple[str, str] = ("recorded", "now")
 ) -> list[str]:
-    """The first differences between two canonical JSON payload texts (``labels`` as :func:`json_diff`)."""
+    """The first differences between two canonical JSON payload texts (``labels`` as :func:`json_diff`).
+
+    A text recorded by an earlier version is read as this version encodes the same value: only what changed is listed,
+    not how models used to be written.
+    """
+    recorded_text, actual_text = _current(recorded_text), _current(actual_text)
     try:
         recorded = orjson.loads(recorded_text) if recorded_text is not None else None
         actual = orjson.loads(actual_text) if actual_text is not None else None
@@ -68,6 +75,15 @@ def diff_lines(
     if len(lines) > _MAX_DIFFS:
         lines = [*lines[:_MAX_DIFFS], f"… and {len(lines) - _MAX_DIFFS} more differences"]
     return lines
+
+
+def _current(text: str | None) -> str | None:
+    if text is None:
+        return None
+    try:
+        return upgrade_encoding(text)
+    except CodecError:
+        return text
 
 
 @dataclasses.dataclass(frozen=True)
