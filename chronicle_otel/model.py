@@ -262,6 +262,13 @@ class Boundary:
         if not payload.complete:
             where = f" at {self.span.origin}" if self.span.origin else ""
             keys = _PAYLOAD_KEYS[what]
+            if keys.text not in self.span.attributes:
+                raise ReplayError(
+                    f"the {what} of boundary {format_key(self.call_key)} (span {self.span_id}{where}) was dropped from "
+                    f"the span (only its hash {payload.digest} is left: a collector or backend removed the attribute) "
+                    "and the payload store has no copy of it; load the trace with the store that recorded it "
+                    "(store=...)"
+                )
             if self.span.attributes.get(keys.truncated) in (True, "true"):
                 raise ReplayError(
                     f"the {what} of boundary {format_key(self.call_key)} (span {self.span_id}{where}) was truncated "

@@ -46,7 +46,16 @@ def payload_from_span(
     """
     text = attrs.get(keys[0])
     if text is None:
-        return None, None
+        digest = attrs.get(keys[1])
+        if not isinstance(digest, str):
+            return None, None
+        # The hash is there, the text is not: a collector or backend dropped the attribute instead of cutting it.
+        whole = fetch(digest) if fetch is not None else None
+        decoded = _text_of(whole)
+        if decoded is not None and text_digest(decoded) == digest:
+            return Payload(decoded, digest, "rehydrated"), None
+        warning = f"{keys[0]} was dropped from the span (its hash {digest[:80]} remains) and is not in the store"
+        return Payload("", digest, "missing"), warning
     if not isinstance(text, str):
         # A collector transform parsed the JSON string into a kvlist/array: re-encode it canonically.
         try:
@@ -59,13 +68,9 @@ def payload_from_span(
     if text_digest(text) == digest:
         return Payload(text, digest, "ok"), None
     whole = fetch(digest) if fetch is not None else None
-    if isinstance(whole, bytes):
-        try:
-            decoded: str | None = whole.decode()
-        except UnicodeDecodeError:
-            decoded = None
-        if decoded is not None and text_digest(decoded) == digest:
-            return Payload(decoded, digest, "rehydrated"), None
+    decoded = _text_of(whole)
+    if decoded is not None and text_digest(decoded) == digest:
+        return Payload(decoded, digest, "rehydrated"), None
     if attrs.get(keys[2]) is True or attrs.get(keys[2]) == "true":
         warning = f"{keys[0]} {digest[:80]} is cut to {len(text)} characters and not in the store"
     else:  # not cut on the span: the text was changed after it was recorded (an edited trace file)
@@ -74,6 +79,16 @@ def payload_from_span(
             "copy of the recorded one"
         )
     return Payload(text, digest, "missing"), warning
+
+
+def _text_of(whole: bytes | None) -> str | None:
+    """Payload bytes from the store as text, or None (absent, or not UTF-8)."""
+    if not isinstance(whole, bytes):
+        return None
+    try:
+        return whole.decode()
+    except UnicodeDecodeError:
+        return None
 
 
 MAX_BOUNDARY_DEPTH: Final = 4096
@@ -142,15 +157,21 @@ def _boundary(
         key = (*above, (name, index))
     text = get(_INPUT)
     raw_input = (
-        None if text is None else _payload_of(text, attrs, semconv.INPUT_KEYS, fetch, span, key, warnings, source)
+        None
+        if text is None and _INPUT_HASH not in attrs
+        else _payload_of(text, attrs, semconv.INPUT_KEYS, fetch, span, key, warnings, source)
     )
     text = get(_OUTPUT)
     raw_output = (
-        None if text is None else _payload_of(text, attrs, semconv.OUTPUT_KEYS, fetch, span, key, warnings, source)
+        None
+        if text is None and _OUTPUT_HASH not in attrs
+        else _payload_of(text, attrs, semconv.OUTPUT_KEYS, fetch, span, key, warnings, source)
     )
     text = get(_ERROR)
     raw_error = (
-        None if text is None else _payload_of(text, attrs, semconv.ERROR_KEYS, fetch, span, key, warnings, source)
+        None
+        if text is None and _ERROR_HASH not in attrs
+        else _payload_of(text, attrs, semconv.ERROR_KEYS, fetch, span, key, warnings, source)
     )
     session: dict[str, Any] = {}
     if _has_session(attrs):
@@ -225,6 +246,9 @@ _FUNCTION: Final = semconv.CODE_FUNCTION
 _INPUT: Final = semconv.INPUT
 _OUTPUT: Final = semconv.OUTPUT
 _ERROR: Final = semconv.ERROR
+_INPUT_HASH: Final = semconv.INPUT_HASH
+_OUTPUT_HASH: Final = semconv.OUTPUT_HASH
+_ERROR_HASH: Final = semconv.ERROR_HASH
 _SESSION: Final = semconv.SESSION_PREFIX
 _SESSION_CUT: Final = len(semconv.SESSION_PREFIX)
 _SPAN_ORDER: Final = attrgetter("start_ns", "end_ns", "span_id")

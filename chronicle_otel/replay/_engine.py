@@ -272,6 +272,19 @@ class ReplayRun:
         root = self.trace.root
         assert root is not None
         values = root.decode_input(self.allow)
+        names = _unresolved(values, set()) if root.raw_input is not None and '"$type":' in root.raw_input.text else ()
+        if names:
+            listed = ", ".join(sorted(n.removeprefix(UNRECORDED) for n in names)[:5])
+            finding = Finding(
+                "unresolved",
+                root.call_key,
+                f"the recorded input of the root holds {listed}, which may not be rebuilt here: rerun() would call it "
+                "with a placeholder; pass the argument yourself (rerun(name=value)) or allow its module (allow=)",
+            )
+            unresolved = {k for k, v in values.items() if _unresolved(v, set())} if isinstance(values, dict) else {0}
+            if not unresolved <= set(overrides):
+                self.report.divergences.append(finding)
+                raise ReplayDivergence(str(finding))
         target = fn.__get__(instance, type(instance)) if instance is not None else _unbound_target(fn, root.name)
         if isinstance(values, dict):
             values.update(overrides)
@@ -357,6 +370,13 @@ class ReplayRun:
 
     def _explicit_live(self, name: str, kind: str) -> bool:
         return any(self._selects(s, name, kind) for s in self.options.live)
+
+    def _stubbed(self, rec: Boundary, kind: str) -> bool:
+        """The recorded call is answered from its recording: its recorded kind is stubbed, or the kind the code
+        declares now (a trace that relabels an ``llm`` call as a ``tool`` does not make it run live)."""
+        if self._mode(rec.name, rec.kind) == "stub":
+            return True
+        return kind != rec.kind and self._mode(rec.name, kind) == "stub"
 
     def _mode(self, name: str, kind: str) -> str:
         known = self._modes.get((name, kind))  # the options are fixed: once per boundary name and kind
@@ -448,7 +468,7 @@ class ReplayRun:
             self.report.divergences.append(out_of_order)
         frame = self._last = Frame(rec.call_key, rec.kind)
         override = self._overrides.get(rec.span_id)
-        if override is not None or self._mode(rec.name, rec.kind) == "stub":
+        if override is not None or self._stubbed(rec, spec.kind_value):
             if rec.raw_input is not None and actual is not None and not actual.same_as(rec.raw_input):
                 self._input_mismatch(rec, actual.text)
             self._recordings.cover(rec)
@@ -496,8 +516,10 @@ class ReplayRun:
             text = rec.raw_output.text
         output, error = rec.raw_output, rec.raw_error
         whole = (output is None or output.complete) and (error is None or error.complete)
-        if text is None or (whole and not rec.failed and ("$" not in text or '"$type":' not in text)):  # memchr first
+        if text is None:
             return answer
+        # a payload without a type tag holds no placeholder (memchr first); it may still not decode
+        plain = whole and not rec.failed and ("$" not in text or '"$type":' not in text)
 
         def checked() -> tuple[Any, BaseException | None]:
             try:
@@ -505,6 +527,8 @@ class ReplayRun:
             except (ReplayError, CodecError) as exc:
                 self.report.divergences.append(Finding("undecodable", rec.call_key, f"the stub cannot answer: {exc}"))
                 raise
+            if plain:
+                return output, error
             names = _unresolved(output, set()) if error is None or rec.stream else set()
             for payload in (rec.raw_output, rec.raw_error):  # placeholders inside rebuilt objects too
                 if payload is not None and "unencodable" in payload.text:

@@ -1,0 +1,131 @@
+"""Recordings damaged on the way (an attribute a backend dropped, a payload that does not parse, a relabelled kind, a
+root input that cannot be rebuilt) never let a replay answer silently: each is a divergence, or a stub anyway."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import chronicle_otel as chronicle
+from chronicle_otel import semconv as sc
+from chronicle_otel._internal.digest import text_digest
+from chronicle_otel.errors import ReplayDivergence
+from tests.conftest import Recorder
+
+CALLS = {"plan": 0}
+
+
+class Order:
+    """A class the recording holds only as a placeholder."""
+
+
+@chronicle.boundary(kind="llm", name="damaged.plan")
+def plan(request: str) -> dict[str, Any]:
+    CALLS["plan"] += 1
+    return {"symbol": "MSFT", "shares": 1000}
+
+
+@chronicle.boundary(kind="agent", name="damaged.agent")
+def agent(request: str) -> Any:
+    try:
+        return plan(request)
+    except Exception as exc:  # an app that falls back when the model's answer is unusable
+        return f"fallback: {type(exc).__name__}"
+
+
+@chronicle.boundary(kind="agent", name="damaged.typed_root")
+def typed_root(order: Any) -> str:
+    return type(order).__name__
+
+
+def _collector_file(recorder: Recorder, tmp_path: Path, edit: Callable[[dict[str, Any]], None]) -> Path:
+    """The recorded trace as the Collector writes it, with ``edit`` applied to every span's attributes."""
+    recorder.config.force_flush()
+    tid = recorder.store.list_traces(limit=1)[0].trace_id
+    lines = recorder.store.read_requests(tid)
+    for line in lines:
+        for resource in line["resourceSpans"]:
+            for scope in resource["scopeSpans"]:
+                for span in scope["spans"]:
+                    attrs = {a["key"]: a for a in span["attributes"]}
+                    edit(attrs)
+                    span["attributes"] = list(attrs.values())
+    path = tmp_path / "damaged.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
+
+
+def _of(name: str, edit: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, Any]], None]:
+    def on_span(attrs: dict[str, Any]) -> None:
+        if attrs.get(sc.BOUNDARY_NAME, {}).get("value", {}).get("stringValue") == name:
+            edit(attrs)
+
+    return on_span
+
+
+def test_an_output_a_backend_dropped_is_a_divergence_and_the_store_restores_it(
+    recorder: Recorder, tmp_path: Path
+) -> None:
+    agent("sell")
+    path = _collector_file(recorder, tmp_path, _of("damaged.plan", lambda attrs: attrs.pop(sc.OUTPUT)))
+    trace = chronicle.load_trace(path)
+    assert any("dropped from the span" in w for w in trace.warnings), trace.warnings
+    calls = CALLS["plan"]
+    with chronicle.replay(trace, stub={"kind:llm"}) as run:
+        assert run.rerun() == "fallback: ReplayError", "the app's fallback ran on the error the stub raised"
+    assert CALLS["plan"] == calls
+    [finding] = run.report.divergences
+    assert finding.kind == "undecodable" and "dropped from the span" in str(finding)
+    restored = chronicle.load_trace(path, store=recorder.path)
+    with chronicle.replay(restored, stub={"kind:llm"}) as run:
+        assert run.rerun() == {"symbol": "MSFT", "shares": 1000}
+    assert run.report.ok and CALLS["plan"] == calls
+
+
+@pytest.mark.parametrize("text", ["{not json", "[" * 5000 + "]" * 5000])
+def test_a_payload_that_does_not_parse_is_a_divergence_even_when_the_code_catches_it(
+    recorder: Recorder, tmp_path: Path, text: str
+) -> None:
+    agent("sell")
+
+    def damage(attrs: dict[str, Any]) -> None:
+        attrs[sc.OUTPUT]["value"] = {"stringValue": text}
+        attrs[sc.OUTPUT_HASH]["value"] = {"stringValue": text_digest(text)}  # rehashed: the loader cannot tell
+
+    trace = chronicle.load_trace(_collector_file(recorder, tmp_path, _of("damaged.plan", damage)))
+    with chronicle.replay(trace, stub={"kind:llm"}) as run:
+        assert run.rerun() == "fallback: CodecError"
+    assert not run.report.ok
+    assert [f.kind for f in run.report.divergences] == ["undecodable"]
+
+
+def test_a_call_relabelled_as_another_kind_is_still_stubbed_by_the_kind_the_code_declares(
+    recorder: Recorder, tmp_path: Path
+) -> None:
+    agent("sell")
+
+    def relabel(attrs: dict[str, Any]) -> None:
+        attrs[sc.BOUNDARY_KIND]["value"] = {"stringValue": "tool"}
+
+    trace = chronicle.load_trace(_collector_file(recorder, tmp_path, _of("damaged.plan", relabel)))
+    calls = CALLS["plan"]
+    with chronicle.replay(trace, stub={"kind:llm"}) as run:
+        assert run.rerun() == {"symbol": "MSFT", "shares": 1000}
+    assert CALLS["plan"] == calls, "the model was not called"
+    assert run.report.ok and not run.report.live_llm, run.report
+
+
+def test_a_root_input_that_cannot_be_rebuilt_is_refused_unless_given(recorder: Recorder, tmp_path: Path) -> None:
+    typed_root(Order())
+    trace = chronicle.load_trace(recorder.path, "latest")
+    with pytest.raises(ReplayDivergence, match=r"recorded input of the root holds .*Order"):
+        with chronicle.replay(trace) as run:
+            run.rerun()
+    assert [f.kind for f in run.report.divergences] == ["unresolved", "unused-recording"]
+    with chronicle.replay(trace, on_missing="live") as run:
+        assert run.rerun(order=Order()) == "Order"
+    assert not [f for f in run.report.divergences if f.kind == "unresolved"]
