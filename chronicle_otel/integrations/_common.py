@@ -36,12 +36,39 @@ class Method:
     stream: StreamAdapter | None = None
 
 
+@dataclasses.dataclass(frozen=True)
+class SdkArguments(Arguments):
+    """:class:`Arguments` that record a class passed as an argument (``response_format=Order``,
+    ``text_format=Order``, ``output_format=Order``) as its name and JSON schema: a class is not a value the codec
+    stores, and a changed schema is a changed request."""
+
+    def select(self, bound: dict[str, Any]) -> dict[str, Any]:
+        """``bound`` without the excluded names and skipped values, classes described."""
+        selected = super().select(bound)
+        if any(isinstance(value, type) for value in selected.values()):
+            selected = {k: describe_class(v) if isinstance(v, type) else v for k, v in selected.items()}
+        return selected
+
+
+@functools.lru_cache(maxsize=256)
+def describe_class(cls: type) -> dict[str, Any]:
+    """``{"class": "module.Qualname", "json_schema": {...}}`` (the schema of a pydantic model only)."""
+    described: dict[str, Any] = {"class": f"{cls.__module__}.{cls.__qualname__}"}
+    schema = getattr(cls, "model_json_schema", None)
+    if callable(schema):
+        try:
+            described["json_schema"] = schema()
+        except Exception:  # a model whose schema cannot be generated: its name alone
+            described.pop("json_schema", None)
+    return described
+
+
 def sdk_arguments(sdk: Any) -> Arguments:
     """Only the arguments the caller passed, without the SDK's "not given" sentinels (``NotGiven``, ``Omit``)
-    and without extra headers (they may carry credentials)."""
+    and without extra headers (they may carry credentials); a class argument recorded as its name and schema."""
     found = (getattr(sdk, "NotGiven", None), getattr(sdk, "Omit", None))
     sentinels = tuple(t for t in found if isinstance(t, type))
-    return Arguments(passed_only=True, skip=lambda value: isinstance(value, sentinels), exclude={"extra_headers"})
+    return SdkArguments(passed_only=True, skip=lambda value: isinstance(value, sentinels), exclude={"extra_headers"})
 
 
 def require(package: str, extra: str) -> Any:
@@ -63,7 +90,10 @@ def install(methods: list[Method], *, provider: str, arguments: Arguments) -> li
     names: list[str] = []
     with _lock:
         for method in methods:
-            module = importlib.import_module(method.module)
+            try:
+                module = importlib.import_module(method.module)
+            except ImportError:
+                continue  # a resource this SDK version does not have (``client.beta.responses`` before openai 3)
             function = _lookup(module, method.path)
             if function is None:
                 continue  # a method this SDK version does not have

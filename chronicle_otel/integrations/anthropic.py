@@ -1,4 +1,4 @@
-"""The official ``anthropic`` SDK: messages, sync and async, plain, ``stream=True`` and ``messages.stream(...)``.
+"""The official ``anthropic`` SDK: ``messages`` and ``beta.messages``, sync and async, plain, streamed and raw.
 
 Usage::
 
@@ -11,14 +11,19 @@ Usage::
     chronicle_anthropic.uninstrument()
 
 Each call of ``client.messages.create``, ``client.messages.parse`` and ``client.messages.stream`` becomes an
-``llm`` boundary. The input is the arguments the caller passed (no ``NOT_GIVEN``/``omit``, no defaults, never
-``extra_headers``). A plain call records the typed ``Message``. A stream records each raw event
-(``message_start``, ``content_block_delta``…) as it is read — for ``messages.stream(...)``, the events under the
-SDK's ``MessageStream``, whichever of its helpers reads them (``text_stream``, ``get_final_message()``,
-``until_done()``, iteration) — and a replay rebuilds the same objects from them: an ``anthropic.Stream`` for
-``stream=True``, and for ``messages.stream(...)`` the SDK's own ``MessageStreamManager`` over the recorded events,
-so every helper behaves as it did. The span carries the GenAI attributes (provider ``anthropic``, request model,
-response id and model, stop reason, input and output tokens).
+``llm`` boundary (``anthropic.messages.*``), and so does each of ``client.beta.messages`` (``anthropic.beta.
+messages.*``; langchain-anthropic sends a request with ``betas`` there). The input is the arguments the caller
+passed (no ``NOT_GIVEN``/``omit``, no defaults, never ``extra_headers``). A plain call records the typed
+``Message``. A stream records each raw event (``message_start``, ``content_block_delta``…) as it is read — for
+``messages.stream(...)``, the events under the SDK's ``MessageStream``, whichever of its helpers reads them
+(``text_stream``, ``get_final_message()``, ``until_done()``, iteration) — and a replay rebuilds the same objects
+from them: an ``anthropic.Stream`` for ``stream=True``, and for ``messages.stream(...)`` the SDK's own
+``MessageStreamManager`` over the recorded events, so every helper behaves as it did. ``with_raw_response.*`` and
+``with_streaming_response.*`` record the response's status, request id and headers, then what its ``.parse()``
+returns (the ``Message``, or the stream's events as read); a replay hands back a stand-in ``anthropic.APIResponse``
+(``AsyncAPIResponse``) answering ``.parse()``, ``.headers``, ``.status_code`` and ``.request_id`` from the
+recording (see :mod:`chronicle_otel.integrations._responses`). The span carries the GenAI attributes (provider
+``anthropic``, request model, response id and model, stop reason, input and output tokens).
 """
 
 from __future__ import annotations
@@ -39,12 +44,14 @@ from ._common import (
     sdk_arguments,
     uninstall,
 )
+from ._responses import SdkResponses, http_library, response_adapter
 
 __all__ = ["PROVIDER", "instrument", "uninstrument"]
 
 PROVIDER = "anthropic"
 
 _MESSAGES = "anthropic.resources.messages"
+_BETA_MESSAGES = "anthropic.resources.beta.messages"
 
 
 class _RecordingManager(RecordingProxy):
@@ -96,15 +103,23 @@ class _RecordingManager(RecordingProxy):
             self._self_recorder.end("abandoned")
 
 
-def _methods() -> list[Method]:
-    sdk = require("anthropic", "anthropic")
-    from anthropic.lib.streaming import AsyncMessageStreamManager, MessageStreamManager
+def _responses(sdk: Any) -> SdkResponses:
+    def response_class(mode: str, is_async: bool) -> type:
+        return sdk.AsyncAPIResponse if is_async else sdk.APIResponse  # type: ignore[no-any-return]
 
-    streams = (sdk.Stream, sdk.AsyncStream)
-    managers = (MessageStreamManager, AsyncMessageStreamManager)
+    return SdkResponses(
+        streams=(sdk.Stream, sdk.AsyncStream),
+        responses=(sdk.APIResponse, sdk.AsyncAPIResponse),
+        replay_stream=default_stand_in(sdk.Stream, sdk.AsyncStream),
+        response_class=response_class,
+        httpx=http_library(sdk),
+    )
 
-    def is_stream(value: Any) -> bool:
-        return isinstance(value, streams)
+
+def _stream_adapters(sdk: Any, sync_manager: type, async_manager: type) -> tuple[StreamAdapter, StreamAdapter]:
+    # messages.stream(...): its manager recorded, and in a replay the SDK's own manager over the recorded events.
+    managers = (sync_manager, async_manager)
+    httpx = http_library(sdk)
 
     def is_manager(value: Any) -> bool:
         return isinstance(value, managers)
@@ -119,6 +134,7 @@ def _methods() -> list[Method]:
                 output_format = sdk.NOT_GIVEN
             cls = replayed_stream_class(sdk.AsyncStream if is_async else sdk.Stream, is_async)
             events = cls(replayed.items, replayed.error, replayed.state)
+            events.response.request = _replayed_request(httpx, replayed.kwargs)
             failed_request = replayed.error if replayed.error is not None and not replayed.items else None
 
             def sync_request() -> Any:
@@ -131,30 +147,69 @@ def _methods() -> list[Method]:
                 async def request() -> Any:
                     return sync_request()
 
-                return _manager(AsyncMessageStreamManager, request(), output_format)
-            return _manager(MessageStreamManager, sync_request, output_format)
+                return _manager(async_manager, request(), output_format)
+            return _manager(sync_manager, sync_request, output_format)
 
         return stand_in
 
-    create = StreamAdapter(
-        is_stream=is_stream,
-        replay=default_stand_in(sdk.Stream, sdk.AsyncStream),
-        attributes=message_event_attributes,
+    return (
+        StreamAdapter(
+            is_stream=is_manager,
+            record=record_manager,
+            replay=manager_stand_in(False),
+            attributes=message_event_attributes,
+        ),
+        StreamAdapter(
+            is_stream=is_manager,
+            record=record_manager,
+            replay=manager_stand_in(True),
+            attributes=message_event_attributes,
+        ),
     )
-    sync_stream = StreamAdapter(
-        is_stream=is_manager, record=record_manager, replay=manager_stand_in(False), attributes=message_event_attributes
-    )
-    async_stream = StreamAdapter(
-        is_stream=is_manager, record=record_manager, replay=manager_stand_in(True), attributes=message_event_attributes
-    )
-    return [
-        Method(_MESSAGES, "Messages.create", "anthropic.messages.create", create),
-        Method(_MESSAGES, "AsyncMessages.create", "anthropic.messages.create", create),
-        Method(_MESSAGES, "Messages.parse", "anthropic.messages.parse"),
-        Method(_MESSAGES, "AsyncMessages.parse", "anthropic.messages.parse"),
-        Method(_MESSAGES, "Messages.stream", "anthropic.messages.stream", sync_stream),
-        Method(_MESSAGES, "AsyncMessages.stream", "anthropic.messages.stream", async_stream),
-    ]
+
+
+def _methods() -> list[Method]:
+    sdk = require("anthropic", "anthropic")
+    from anthropic.lib import streaming
+
+    responses = _responses(sdk)
+    found: list[Method] = []
+    for module, prefix, managers in (
+        (_MESSAGES, "anthropic.messages", ("MessageStreamManager", "AsyncMessageStreamManager")),
+        (_BETA_MESSAGES, "anthropic.beta.messages", ("BetaMessageStreamManager", "BetaAsyncMessageStreamManager")),
+    ):
+        create = response_adapter(f"{prefix}.create", responses, message_event_attributes)
+        parse = response_adapter(f"{prefix}.parse", responses)
+        found += [
+            Method(module, "Messages.create", f"{prefix}.create", create),
+            Method(module, "AsyncMessages.create", f"{prefix}.create", create),
+            Method(module, "Messages.parse", f"{prefix}.parse", parse),
+            Method(module, "AsyncMessages.parse", f"{prefix}.parse", parse),
+        ]
+        sync_manager, async_manager = (getattr(streaming, name, None) for name in managers)
+        if isinstance(sync_manager, type) and isinstance(async_manager, type):
+            sync_stream, async_stream = _stream_adapters(sdk, sync_manager, async_manager)
+            found += [
+                Method(module, "Messages.stream", f"{prefix}.stream", sync_stream),
+                Method(module, "AsyncMessages.stream", f"{prefix}.stream", async_stream),
+            ]
+    return found
+
+
+def _replayed_request(httpx: Any, kwargs: dict[str, Any]) -> Any:
+    # The request a replayed messages.stream(...) stands on: the beta helper reads its anthropic-beta header (the
+    # SDK sets it from betas) to decide how to parse a tool's streamed arguments.
+    headers = {}
+    extra = kwargs.get("extra_headers")
+    if isinstance(extra, dict):
+        headers.update({k: v for k, v in extra.items() if isinstance(k, str) and isinstance(v, str)})
+    betas = kwargs.get("betas")
+    if isinstance(betas, (list, tuple)) and betas:
+        headers.setdefault("anthropic-beta", ",".join(str(beta) for beta in betas))
+    try:
+        return httpx.Request("POST", "http://replay.invalid/v1/messages", headers=headers)
+    except Exception:  # a header value the HTTP library refuses
+        return httpx.Request("POST", "http://replay.invalid/v1/messages")
 
 
 def _manager(cls: type, request: Any, output_format: Any) -> Any:
@@ -173,7 +228,7 @@ def instrument() -> list[str]:
     no-op.
 
     Returns:
-        The boundary names instrumented (``anthropic.messages.create``…).
+        The boundary names instrumented (``anthropic.messages.create``, ``anthropic.beta.messages.create``…).
 
     Raises:
         ConfigError: the ``anthropic`` package is not installed (``pip install 'chronicle-otel[anthropic]'``).

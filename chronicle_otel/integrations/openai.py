@@ -1,4 +1,4 @@
-"""The official ``openai`` SDK: chat completions and responses, sync and async, plain and streamed.
+"""The official ``openai`` SDK: chat completions and responses, sync and async, plain, streamed and raw.
 
 Usage::
 
@@ -10,15 +10,22 @@ Usage::
     ...
     chronicle_openai.uninstrument()    # the original methods back
 
-Each call of ``client.chat.completions.create``, ``client.chat.completions.parse`` and
-``client.responses.create`` (and ``responses.parse`` where the SDK has it) becomes an ``llm`` boundary:
+Each call of ``client.chat.completions.create``, ``client.chat.completions.parse``, ``client.responses.create``,
+``client.responses.parse`` and ``client.beta.responses.create`` (where the SDK has them; ``client.beta.chat`` is
+the same resource as ``client.chat``) becomes an ``llm`` boundary, however it is called:
 
 * the input is the arguments the caller passed (no ``NOT_GIVEN``/``omit`` sentinels, no defaults, never
-  ``extra_headers``; the API key and the client are never arguments), so a replayed call compares exactly;
+  ``extra_headers``; the API key and the client are never arguments), so a replayed call compares exactly, and a
+  ``with_raw_response`` call compares equal to the plain call of the same request;
 * a plain call records the typed ``ChatCompletion`` / ``ParsedChatCompletion`` / ``Response``;
 * ``stream=True`` records each ``ChatCompletionChunk`` / response event as the consumer reads it, with the
   stream's end (``complete``, ``abandoned``, ``error``), and a replay hands back an ``openai.Stream`` (or
   ``openai.AsyncStream``) that yields the recorded typed chunks;
+* ``with_raw_response.*`` and ``with_streaming_response.*`` record the response's status, request id and headers,
+  then what its ``.parse()`` returns (the typed object, or the stream's chunks as read); a replay hands back a
+  stand-in of the SDK's response class (``LegacyAPIResponse``, ``APIResponse``, ``AsyncAPIResponse``) whose
+  ``.parse()``, ``.headers``, ``.status_code`` and ``.request_id`` answer from the recording (see
+  :mod:`chronicle_otel.integrations._responses`);
 * the span carries the GenAI attributes: provider ``openai``, request model and sampling parameters, response
   model and id, finish reasons and token usage (for streams, from the chunks; ``stream_options={"include_usage":
   True}`` makes the server send usage).
@@ -26,9 +33,10 @@ Each call of ``client.chat.completions.create``, ``client.chat.completions.parse
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
-from ..adapters import StreamAdapter
+from .._internal.errors import warn_once
 from ._common import (
     Method,
     chat_chunk_attributes,
@@ -39,6 +47,7 @@ from ._common import (
     sdk_arguments,
     uninstall,
 )
+from ._responses import SdkResponses, http_library, response_adapter
 
 __all__ = ["PROVIDER", "instrument", "uninstrument"]
 
@@ -46,28 +55,60 @@ PROVIDER = "openai"
 
 _CHAT = "openai.resources.chat.completions"
 _RESPONSES = "openai.resources.responses"
+_BETA_RESPONSES = "openai.resources.beta.responses"
+
+
+def _legacy_response_class() -> type | None:
+    # The class with_raw_response returns: openai._legacy_response.LegacyAPIResponse, which the SDK does not export
+    # (a private module, checked in openai 3.57). Gone in a later version, with_raw_response is taken to return the
+    # public APIResponse (said once).
+    try:
+        cls = importlib.import_module("openai._legacy_response").LegacyAPIResponse
+    except (ImportError, AttributeError):
+        cls = None
+    if not isinstance(cls, type):
+        warn_once(
+            "openai-legacy-response",
+            "chronicle_otel: this openai version has no openai._legacy_response.LegacyAPIResponse; with_raw_response "
+            "calls are recorded only when they return openai.APIResponse / openai.AsyncAPIResponse",
+        )
+        return None
+    return cls
+
+
+def _responses(sdk: Any) -> SdkResponses:
+    legacy = _legacy_response_class()
+
+    def response_class(mode: str, is_async: bool) -> type:
+        if mode == "stream" or legacy is None:  # with_streaming_response
+            return sdk.AsyncAPIResponse if is_async else sdk.APIResponse  # type: ignore[no-any-return]
+        return legacy  # with_raw_response, sync or async client
+
+    return SdkResponses(
+        streams=(sdk.Stream, sdk.AsyncStream),
+        responses=tuple(c for c in (legacy, sdk.APIResponse, sdk.AsyncAPIResponse) if c is not None),
+        replay_stream=default_stand_in(sdk.Stream, sdk.AsyncStream),
+        response_class=response_class,
+        httpx=http_library(sdk),
+    )
 
 
 def _methods() -> list[Method]:
     sdk = require("openai", "openai")
-    streams = (sdk.Stream, sdk.AsyncStream)
-
-    def is_stream(value: Any) -> bool:
-        return isinstance(value, streams)
-
-    stand_in = default_stand_in(sdk.Stream, sdk.AsyncStream)
-    chat = StreamAdapter(is_stream=is_stream, replay=stand_in, attributes=chat_chunk_attributes)
-    responses = StreamAdapter(is_stream=is_stream, replay=stand_in, attributes=response_event_attributes)
-    return [
-        Method(_CHAT, "Completions.create", "openai.chat.completions.create", chat),
-        Method(_CHAT, "AsyncCompletions.create", "openai.chat.completions.create", chat),
-        Method(_CHAT, "Completions.parse", "openai.chat.completions.parse"),
-        Method(_CHAT, "AsyncCompletions.parse", "openai.chat.completions.parse"),
-        Method(_RESPONSES, "Responses.create", "openai.responses.create", responses),
-        Method(_RESPONSES, "AsyncResponses.create", "openai.responses.create", responses),
-        Method(_RESPONSES, "Responses.parse", "openai.responses.parse"),
-        Method(_RESPONSES, "AsyncResponses.parse", "openai.responses.parse"),
-    ]
+    responses = _responses(sdk)
+    found: list[Method] = []
+    for module, owner, name, attributes in (
+        (_CHAT, "Completions", "openai.chat.completions.create", chat_chunk_attributes),
+        (_CHAT, "Completions", "openai.chat.completions.parse", None),
+        (_RESPONSES, "Responses", "openai.responses.create", response_event_attributes),
+        (_RESPONSES, "Responses", "openai.responses.parse", None),
+        (_BETA_RESPONSES, "Responses", "openai.beta.responses.create", response_event_attributes),
+    ):
+        adapter = response_adapter(name, responses, attributes)
+        method = name.rsplit(".", 1)[1]
+        found.append(Method(module, f"{owner}.{method}", name, adapter))
+        found.append(Method(module, f"Async{owner}.{method}", name, adapter))
+    return found
 
 
 def instrument() -> list[str]:
@@ -77,7 +118,8 @@ def instrument() -> list[str]:
     no-op.
 
     Returns:
-        The boundary names instrumented (``openai.chat.completions.create``…).
+        The boundary names instrumented (``openai.chat.completions.create``…); ``client.beta.chat`` calls are
+        recorded under the ``openai.chat.*`` names (the same resource).
 
     Raises:
         ConfigError: the ``openai`` package is not installed (``pip install 'chronicle-otel[openai]'``).
