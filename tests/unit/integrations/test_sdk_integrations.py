@@ -319,8 +319,10 @@ def test_uninstrument_restores_the_sdk_methods() -> None:
     chronicle_anthropic.instrument()
     assert Completions.create is not originals[0]
     assert chronicle_openai.instrument() == chronicle_openai.instrument()  # a no-op the second time
-    assert chronicle_openai.uninstrument() == 8
-    assert chronicle_anthropic.uninstrument() == 6
+    assert (
+        chronicle_openai.uninstrument() == 10
+    )  # chat completions and responses, sync and async, and beta.responses.create
+    assert chronicle_anthropic.uninstrument() == 12  # messages and beta.messages: create, parse, stream, sync and async
     assert (Completions.create, AsyncMessages.stream) == originals
     assert chronicle_openai.uninstrument() == 0
 
