@@ -19,6 +19,11 @@ from chronicle_otel._internal import errors as internal_errors
 
 pytest_plugins = ["pytester"]
 
+# LiteLLM fetches its price list and Anthropic beta headers from the internet when first imported, and retries in a
+# background thread: whichever test imports it first, it reads its bundled copies instead.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("LITELLM_LOCAL_ANTHROPIC_BETA_HEADERS", "True")
+
 
 @pytest.fixture(autouse=True)
 def clean_environ(monkeypatch: pytest.MonkeyPatch) -> None:
