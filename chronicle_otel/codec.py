@@ -85,6 +85,7 @@ __all__ = [
     "to_json_value",
     "upgrade_encoding",
     "value_scan",
+    "with_classes",
 ]
 
 CODEC_VERSION: Final = "chronicle-json/1"
@@ -316,6 +317,28 @@ def _siblings(items: list[Any]) -> list[Any]:
         else:
             previous = None
     return items
+
+
+def with_classes(items: list[Any]) -> list[Any]:
+    """The items of an encoded list (JSON, as a payload holds it) with the class of every model written out.
+
+    In a list, a model of the class of the model before it leaves its class out (a stream of chunks names it once);
+    a reader of the JSON that names classes (``chronicle show``) puts it back with this. The list itself when no
+    item leaves its class out.
+    """
+    out: list[Any] | None = None
+    previous: Any = None
+    for i, item in enumerate(items):
+        if type(item) is dict and item.get(TAG) == "pydantic" and "fields" in item:
+            if "class" in item:
+                previous = item["class"]
+            else:
+                if out is None:
+                    out = list(items)
+                out[i] = {**item, "class": previous}
+        else:
+            previous = None
+    return items if out is None else out
 
 
 _MODEL_HEAD: Final = b'{"$type":"pydantic","class":"'

@@ -13,6 +13,7 @@ import datetime as dt
 import os
 from typing import Any, TextIO
 
+from .._assembled import KINDS, diff_messages
 from ..codec import same_encoding
 from ..errors import ChronicleError
 from ..model import Boundary, CallKey, Payload, Trace, format_key
@@ -20,6 +21,7 @@ from ..replay._report import diff_lines
 from . import _source
 from ._list import duration
 from ._output import STATUS_STYLE, Output, Part, clean
+from ._render import assembled_of, parse, unreplayable
 from ._show import add_arguments, payload_lines, replay_of, status
 
 NAME = "diff"
@@ -52,6 +54,7 @@ class Change:
     kind: str
     name: str
     details: list[tuple[str, list[str]]]  # (what, lines): ("status", ["ERROR -> OK"]), ("output", [...])
+    unreplayable: str | None = None  # the marker of a call whose values were recorded as placeholders
 
     def to_dict(self) -> dict[str, Any]:
         """The change as JSON."""
@@ -61,6 +64,7 @@ class Change:
             "kind": self.kind,
             "name": self.name,
             "details": {what: lines for what, lines in self.details},
+            "unreplayable": self.unreplayable,
         }
 
 
@@ -126,13 +130,14 @@ def compare(a: Trace, b: Trace, labels: tuple[str, str] = ("in a", "in b")) -> t
         left, right = a_keys.get(key, []), b_keys.get(key, [])
         for i in range(max(len(left), len(right))):
             if i >= len(right):
-                changes.append(Change("missing", key, left[i].kind, left[i].name, []))
+                changes.append(Change("missing", key, left[i].kind, left[i].name, [], unreplayable(left[i])))
             elif i >= len(left):
-                changes.append(Change("added", key, right[i].kind, right[i].name, []))
+                changes.append(Change("added", key, right[i].kind, right[i].name, [], unreplayable(right[i])))
             else:
                 details = _differences(left[i], right[i], labels)
                 if details:
-                    changes.append(Change("changed", key, right[i].kind, right[i].name, details))
+                    marker = unreplayable(right[i]) or unreplayable(left[i])
+                    changes.append(Change("changed", key, right[i].kind, right[i].name, details, marker))
                 else:
                     same += 1
     return changes, same
@@ -149,10 +154,32 @@ def _differences(x: Boundary, y: Boundary, labels: tuple[str, str]) -> list[tupl
         ("output", x.raw_output, y.raw_output),
         ("error", x.raw_error, y.raw_error),
     ):
-        lines = _payload_diff(left, right, labels, error=what == "error")
+        lines = _stream_diff(x, y) if what == "output" else None
+        if lines is None:
+            lines = _payload_diff(left, right, labels, error=what == "error")
         if lines:
             details.append((what, lines))
     return details
+
+
+def _stream_diff(x: Boundary, y: Boundary) -> list[str] | None:
+    """The differences of two streamed calls' messages (``text: … -> …``, ``tool call place_order arguments: …``);
+    None when either did not stream a message :mod:`chronicle_otel._assembled` knows."""
+    left, right = x.raw_output, y.raw_output
+    if left is None or right is None or not left.complete or not right.complete:
+        return None
+    a = assembled_of(x, parse(left.text)[1])
+    b = assembled_of(y, parse(right.text)[1])
+    if a is None or b is None:
+        return None
+    if same_encoding(left.text, right.text) or same_encoding(right.text, left.text):
+        return []
+    lines = diff_messages(a, b)
+    if lines:
+        return lines
+    unit = KINDS[b.kind][1]
+    counts = f": {a.items} -> {b.items} {unit}" if a.items != b.items else f" ({unit} differ)"
+    return [f"the same message, streamed differently{counts}"]
 
 
 def _payload_diff(
@@ -198,8 +225,12 @@ def _print(a: Trace, b: Trace, changes: list[Change], same: int, out: Output) ->
         out.line(f"{side}: ", *_describe(t))
     for c in changes:
         mark, style = _MARK[c.change]
+        marker: list[Part] = [(f"  {clean(c.unreplayable)}", "red")] if c.unreplayable else []
         out.line(
-            (f"{mark} {c.change:8s} ", style), (f"{clean(c.kind):9s} ", "cyan"), (clean(format_key(c.call_key)), "bold")
+            (f"{mark} {c.change:8s} ", style),
+            (f"{clean(c.kind):9s} ", "cyan"),
+            (clean(format_key(c.call_key)), "bold"),
+            *marker,
         )
         for what, lines in c.details:
             if len(lines) == 1:

@@ -15,7 +15,10 @@ from typing import Any
 
 import orjson
 
-from ..codec import TAG
+from .._assembled import Assembled, assemble
+from .._internal.unreplayable import classes_in
+from ..codec import TAG, with_classes
+from ..model import Boundary
 
 
 @dataclasses.dataclass
@@ -35,6 +38,27 @@ _CUT_ITEMS = 40
 """Items of a list or a mapping rendered on one cut line (the line is cut anyway)."""
 _CUT_DEPTH = 12
 _MAX_DEPTH = 100  # even in full: rendering stays far from the interpreter's recursion limit
+
+
+UNREPLAYABLE = "unreplayable: {} recorded as unencodable"
+"""The marker of a boundary whose payloads hold values recorded as placeholders (``show``, ``view`` and ``diff``)."""
+
+
+def unreplayable(b: Boundary) -> str | None:
+    """:data:`UNREPLAYABLE` for a boundary whose input, output or error holds ``unencodable`` placeholders (read from
+    the payloads, or from the span's ``chronicle.unreplayable`` when a payload is cut); None when it holds none."""
+    names = dict.fromkeys(b.unreplayable)
+    if b.raw_input is not None and "unencodable" in b.raw_input.text:
+        names.update(dict.fromkeys(classes_in(b.raw_input.text.encode("utf-8", "surrogatepass"))))
+    return UNREPLAYABLE.format(", ".join(names)) if names else None
+
+
+def assembled_of(b: Boundary, value: Any) -> Assembled | None:
+    """The message a streamed call's recorded items (``value``, the payload's JSON) carried; None for a call that did
+    not stream or a stream of other things. Plain strings are text only for an ``llm`` boundary."""
+    if not b.stream or not isinstance(value, list):
+        return None
+    return assemble(value, strings=b.kind == "llm")
 
 
 def parse(text: str | None) -> tuple[bool, Any]:
@@ -144,7 +168,7 @@ def _node(value: Any, limit: int | None, depth: int) -> Node:
     if depth > (_CUT_DEPTH if limit is not None else _MAX_DEPTH):  # --full too: a hostile payload nests deep
         return "…"
     if isinstance(value, list):
-        items = _cut(named_items(value), limit)
+        items = _cut(with_classes(value), limit)
         return _more(Seq("[", [("", _node(v, limit, depth + 1)) for v in items], "]"), len(value), limit)
     if not isinstance(value, dict):
         return repr(value)
@@ -154,24 +178,6 @@ def _node(value: Any, limit: int | None, depth: int) -> Node:
         seq = Seq("{", [(f"{k!r}: ", _node(v, limit, depth + 1)) for k, v in pairs], "}")
         return _more(seq, len(value), limit)
     return _tagged(tag, value, limit, depth)
-
-
-def named_items(items: list[Any]) -> list[Any]:
-    """A list's items with the class a model leaves to the one before it written out (a stream of chunks names its
-    class once); the list itself when none does."""
-    out: list[Any] | None = None
-    previous: Any = None
-    for i, item in enumerate(items):
-        if isinstance(item, dict) and item.get(TAG) == "pydantic" and "fields" in item:
-            if "class" in item:
-                previous = item["class"]
-            else:
-                if out is None:
-                    out = list(items)
-                out[i] = {**item, "class": previous}
-        else:
-            previous = None
-    return items if out is None else out
 
 
 def model_fields(v: dict[str, Any]) -> Any:

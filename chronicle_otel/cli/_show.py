@@ -32,11 +32,14 @@ def add_parser(sub: Any) -> None:
         NAME,
         help="show a trace's boundaries and their values",
         description="Show a trace: its boundaries as a tree, each with its input and output (or error) as Python "
-        "shows them. Values are cut to one line unless --full; --boundary shows chosen calls whole.",
+        "shows them. Values are cut to one line unless --full; --boundary shows chosen calls whole. A streamed LLM "
+        "call shows the message its items carried (text, tool calls, usage); --full adds every item, --raw shows "
+        "the items only.",
     )
     p.add_argument("trace_id", help="32 hex digits, a unique prefix of them, or latest / latest-failed")
     add_arguments(p)
     p.add_argument("--full", action="store_true", help="show every value whole, over several lines when long")
+    p.add_argument("--raw", action="store_true", help="show a stream's items as recorded, not the message they carry")
     p.add_argument(
         "--boundary",
         action="append",
@@ -57,13 +60,14 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         return 0
     output = Output(out)
     header(trace, output)
+    raw = bool(getattr(args, "raw", False))
     if chosen is None:
         width = None if args.full else _width(output)
         for b in trace.boundaries:
-            _tree_entry(b, output, width)
+            _tree_entry(b, output, width, raw=raw)
     else:
         for b in chosen:
-            _detail(b, output)
+            _detail(b, output, raw=raw)
     for warning in trace.warnings:
         output.line(("warning: ", "yellow"), clean(warning))
     return 0
@@ -138,19 +142,47 @@ def _label(b: Boundary) -> list[Part]:
     ]
     if b.stream:
         parts.append((f"  stream {clean(b.stream_state or '')}".rstrip(), "dim"))
+    marker = _render.unreplayable(b)
+    if marker is not None:
+        parts.append((f"  {clean(marker)}", "red"))
     return parts
 
 
-def _tree_entry(b: Boundary, out: Output, width: int | None) -> None:
+def _tree_entry(b: Boundary, out: Output, width: int | None, *, raw: bool = False) -> None:
     indent = "  " * (len(b.call_key) - 1)
     out.line(indent, *_label(b))
     pad = indent + "    "
     line_width = None if width is None else max(20, width - len(pad) - 5)
     _value(out, pad, "in : ", b.raw_input, line_width, args=True)
-    if b.raw_error is not None:
+    if b.raw_error is not None and not b.stream:
         _value(out, pad, "err: ", b.raw_error, line_width, error=True)
+        return
+    stream = None if raw else stream_lines(b, line_width)
+    if stream is not None:
+        out.line(pad, ("out:", "dim"))
+        for line in stream:
+            out.line(pad, "    ", clean(line))
     else:
         _value(out, pad, "out: ", b.raw_output, line_width)
+    if b.raw_error is not None:
+        _value(out, pad, "err: ", b.raw_error, line_width, error=True)
+
+
+def stream_lines(b: Boundary, width: int | None) -> list[str] | None:
+    """A streamed call's output as the message its items carried (the items after it when ``width`` is None: in
+    full); None when it did not stream, or streamed items of no kind :mod:`chronicle_otel._assembled` knows."""
+    payload = b.raw_output
+    if not b.stream or payload is None or not payload.complete:
+        return None
+    parsed, value = _render.parse(payload.text)
+    message = _render.assembled_of(b, value) if parsed else None
+    if message is None:
+        return None
+    lines = message.lines(width)
+    if width is None:
+        lines.append(f"the {message.head().split(',')[0]}:")
+        lines += ["    " + line for line in _render.render(value, width=None)]
+    return lines
 
 
 def _value(
@@ -189,7 +221,7 @@ def payload_lines(payload: Payload | None, width: int | None, *, args: bool = Fa
     return _render.render(value, width=width, args=args, error=error)
 
 
-def _detail(b: Boundary, out: Output) -> None:
+def _detail(b: Boundary, out: Output, *, raw: bool = False) -> None:
     out.line(*_label(b), ("  " + format_key(b.call_key), "dim"))
     fields = [
         ("span", b.span_id + (f"  (parent {b.parent.span_id})" if b.parent is not None else "")),
@@ -203,10 +235,13 @@ def _detail(b: Boundary, out: Output) -> None:
     payloads = [("input", b.raw_input, {"args": True}), ("output", b.raw_output, {})]
     if b.raw_error is not None:
         payloads = [payloads[0], ("error", b.raw_error, {"error": True})]
+    if b.stream and b.raw_error is not None:
+        payloads.insert(1, ("output", b.raw_output, {}))
     for name, payload, how in payloads:
         state = f" ({payload.status}, {len(payload.text)} characters)" if payload is not None else ""
         out.line("    ", (f"{name}{state}:", "red" if name == "error" else "dim"))
-        for line in payload_lines(payload, None, **how):
+        stream = stream_lines(b, None) if name == "output" and not raw else None
+        for line in stream if stream is not None else payload_lines(payload, None, **how):
             out.line("        ", clean(line))
 
 
@@ -244,6 +279,8 @@ def boundary_document(b: Boundary) -> dict[str, Any]:
         "session": dict(b.session),
     }
     incomplete = []
+    doc["assembled"] = None
+    doc["unreplayable"] = _render.unreplayable(b)
     for name, payload in (("input", b.raw_input), ("output", b.raw_output), ("error", b.raw_error)):
         if payload is None:
             doc[name] = None
@@ -255,5 +292,8 @@ def boundary_document(b: Boundary) -> dict[str, Any]:
             doc[name] = value if parsed else None
             if not parsed:
                 incomplete.append(name)
+            elif name == "output":
+                message = _render.assembled_of(b, value)
+                doc["assembled"] = message.to_dict() if message is not None else None
     doc["incomplete"] = incomplete
     return doc

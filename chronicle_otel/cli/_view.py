@@ -38,14 +38,15 @@ from typing import Any, Final, TextIO, TypeAlias
 
 import orjson
 
+from ..codec import with_classes
 from ..errors import ChronicleError
 from ..model import Boundary, Payload, Trace, format_key
 from ..replay import Finding, ReplayReport
 from ..semconv import REPLAY_OF
 from ..version import __version__
-from . import _show, _source
+from . import _render, _show, _source
 from ._output import clean
-from ._render import model_fields, named_items
+from ._render import model_fields
 
 NAME = "view"
 
@@ -417,6 +418,8 @@ def _page_data(trace: Trace, report: ReplayReport | None) -> dict[str, Any]:
     boundaries = []
     for b in shown:
         parent = index.get(id(b.parent), -1) if b.parent is not None else -1
+        marker = _render.unreplayable(b)  # said in the note of the first payload the page shows
+        first = "input" if b.raw_input is not None else "output" if b.raw_output is not None else "error"
         item: dict[str, Any] = {
             "name": _cap(b.name),
             "kind": _cap(b.kind, 100),
@@ -433,9 +436,10 @@ def _page_data(trace: Trace, report: ReplayReport | None) -> dict[str, Any]:
             "stream": bool(b.stream),
             "stream_state": _cap(b.stream_state, 64) if b.stream_state else "",
             "session": _session(b.session) if dict(b.session) != session else None,
-            "input": _payload(b.raw_input, budget, _call_head(b)),
-            "output": _payload(b.raw_output, budget),
-            "error": _payload(b.raw_error, budget, error=True),
+            "unreplayable": marker or "",
+            "input": _payload(b.raw_input, budget, _call_head(b), marker=marker),
+            "output": _payload(b.raw_output, budget, stream=b, marker=marker if b.raw_input is None else None),
+            "error": _payload(b.raw_error, budget, error=True, marker=marker if first == "error" else None),
             "stack": _stack(b, budget),
         }
         boundaries.append(item)
@@ -492,13 +496,28 @@ _STATUS_NOTES: Final = {
 }
 
 
-def _payload(payload: Payload | None, budget: _Budget, head: str = "", *, error: bool = False) -> Any:
+def _payload(
+    payload: Payload | None,
+    budget: _Budget,
+    head: str = "",
+    *,
+    error: bool = False,
+    stream: Boundary | None = None,
+    marker: str | None = None,
+) -> Any:
     """The views of one payload: ``json`` (pretty-printed), ``readable`` (typed values as Python would show
-    them), the status and a note; None when the boundary has no such payload."""
+    them), the status and a note; None when the boundary has no such payload.
+
+    ``stream``: the boundary whose output this is; when it streamed an LLM's message, the readable view starts with
+    the message its items carried (``assembled``, also given as JSON), then the items. ``marker``: said first in the
+    note (a payload that holds ``unencodable`` placeholders).
+    """
     if payload is None:
         return None
     size = len(payload.text)
     notes = []
+    if marker:
+        notes.append(marker)
     if payload.status in _STATUS_NOTES:
         notes.append(_STATUS_NOTES[payload.status])
     if budget.left <= 0:
@@ -524,6 +543,10 @@ def _payload(payload: Payload | None, budget: _Budget, head: str = "", *, error:
         notes.append(f"{size:,} characters: shown as recorded, not parsed")
     pretty = _pretty_json(parsed, payload.text) if ok else payload.text
     readable = _readable(parsed, head=head, error=error) if ok else None
+    message = _render.assembled_of(stream, parsed) if ok and stream is not None else None
+    if message is not None and readable is not None:
+        unit = message.head().split(",")[0]
+        readable = "\n".join([*message.lines(None), "", f"the {unit}:", readable])
     cut = len(pretty) > MAX_PAYLOAD_CHARS or (readable is not None and len(readable) > MAX_PAYLOAD_CHARS)
     if cut:
         pretty = pretty[:MAX_PAYLOAD_CHARS]
@@ -537,6 +560,7 @@ def _payload(payload: Payload | None, budget: _Budget, head: str = "", *, error:
         "size": size,
         "cut": cut,
         "typed": ok and _has_tags(parsed),
+        "assembled": message.to_dict() if message is not None else None,
     }
 
 
@@ -596,7 +620,7 @@ class _Converter:
         if value is None or isinstance(value, (bool, int, float)):
             return repr(value)
         if isinstance(value, list):
-            return _Group("[", "]", [("", self.node(v, depth + 1)) for v in named_items(value)])
+            return _Group("[", "]", [("", self.node(v, depth + 1)) for v in with_classes(value)])
         if isinstance(value, dict):
             tag = value.get("$type")
             if isinstance(tag, str):

@@ -8,6 +8,7 @@ from typing import Any
 
 import orjson
 
+from .._assembled import assemble, diff_messages
 from ..codec import upgrade_encoding
 from ..errors import CodecError
 from ..model import format_key
@@ -48,7 +49,18 @@ def short(value: Any, width: int = 80) -> str:
 
 
 def short_repr(value: Any, width: int = 120) -> str:
-    """``repr(value)`` on one line of at most ``width`` characters (never raising)."""
+    """``repr(value)`` on one line of at most ``width`` characters (never raising).
+
+    The items of an LLM's stream (SDK chunks or events) are shown as the message they carry:
+    ``stream of 20 chunks: tool call place_order {"quantity": 10}; finish tool_calls``.
+    """
+    if isinstance(value, (list, tuple)) and value:
+        try:
+            message = assemble(value, strings=False)
+        except Exception:  # a description never fails the report
+            message = None
+        if message is not None:
+            return message.summary(width)
     try:
         text = repr(value)
     except Exception as exc:
@@ -71,10 +83,23 @@ def diff_lines(
         actual = orjson.loads(actual_text) if actual_text is not None else None
     except orjson.JSONDecodeError:
         return [f"{labels[0]} {short(recorded_text)} != {labels[1]} {short(actual_text)}"]
-    lines = list(json_diff(recorded, actual, labels=labels))
+    lines = _stream_diff(recorded, actual) if recorded != actual else []
+    if lines is None:
+        lines = list(json_diff(recorded, actual, labels=labels))
     if len(lines) > _MAX_DIFFS:
         lines = [*lines[:_MAX_DIFFS], f"… and {len(lines) - _MAX_DIFFS} more differences"]
     return lines
+
+
+def _stream_diff(recorded: Any, actual: Any) -> list[str] | None:
+    """For two streams of an LLM's items (SDK chunks or events): how the messages they carry differ; None for other
+    values."""
+    if not (isinstance(recorded, list) and isinstance(actual, list) and recorded and actual):
+        return None
+    a, b = assemble(recorded, strings=False), assemble(actual, strings=False)
+    if a is None or b is None:
+        return None
+    return diff_messages(a, b) or [f"the same message, streamed differently: {a.head()} -> {b.head()}"]
 
 
 def _current(text: str | None) -> str | None:

@@ -246,8 +246,7 @@ def _route(events: dict[str, list[dict[str, Any]]], chat: bool) -> Any:
     return plain, streamed
 
 
-@pytest.fixture(scope="module")
-def streams() -> Iterator[dict[str, list[Any]]]:
+def read_streams() -> dict[str, list[Any]]:
     """Every realistic stream, as the real SDK clients read it from a local server (typed, as they made it)."""
     wire = {
         "chat-tool": chat_chunks(True),
@@ -284,7 +283,13 @@ def streams() -> Iterator[dict[str, list[Any]]]:
                 an.close()
     read["langchain-tool"] = langchain_chunks(True)
     read["langchain-text"] = langchain_chunks(False)
-    yield read
+    return read
+
+
+@pytest.fixture(scope="module")
+def streams() -> dict[str, list[Any]]:
+    """:func:`read_streams`, once per module."""
+    return read_streams()
 
 
 # ------------------------------------------------------------------------------------------------------------------
