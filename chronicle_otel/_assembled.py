@@ -24,12 +24,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
+import types
+import typing
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 from .codec import TAG, UnresolvedObject, to_json_value, with_classes
 
-__all__ = ["Assembled", "ToolCall", "assemble", "diff_messages"]
+__all__ = ["Assembled", "RebuildError", "ToolCall", "as_message", "assemble", "diff_messages", "rebuild"]
 
 _CLASS: Final = "__class__"
 """Where a normalized item keeps the class its encoding named."""
@@ -660,3 +663,306 @@ def _json(value: Any) -> str:
         return json.dumps(value, ensure_ascii=False)
     except (TypeError, ValueError):
         return repr(value)
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# A stream rebuilt from a message: what-if overrides of a streamed call
+
+MESSAGE_KEYS: Final = ("content", "text", "tool_calls", "finish_reason", "usage", "model", "id", "refusal")
+"""The keys a message given as a dict may have (``content`` and ``text`` are the same)."""
+
+
+def as_message(value: Any) -> Assembled:
+    """``value`` as a message: an :class:`Assembled`, a string (its text) or a dict such as
+    ``{"content": "…", "tool_calls": [{"name": "place_order", "arguments": {"quantity": 10}}]}``.
+
+    A tool call is a :class:`ToolCall`, or a dict with ``name`` and ``arguments`` (a dict, or its JSON text;
+    ``args`` and ``input`` are read too, and OpenAI's ``{"function": {"name", "arguments"}}``) and an optional
+    ``id``.
+
+    Raises:
+        ValueError: a key or a tool call this does not read.
+    """
+    if isinstance(value, Assembled):
+        return dataclasses.replace(value, tool_calls=[dataclasses.replace(c) for c in value.tool_calls])
+    if isinstance(value, str):
+        return Assembled("", text=value)
+    if not isinstance(value, Mapping):
+        raise ValueError(f"a message is a str, a dict or an Assembled, not a {type(value).__name__}")
+    unknown = [k for k in value if k not in MESSAGE_KEYS]
+    if unknown:
+        raise ValueError(f"a message has no key {unknown[0]!r}; its keys are {', '.join(MESSAGE_KEYS)}")
+    text = value.get("content", value.get("text")) or ""
+    if not isinstance(text, str):
+        raise ValueError(f"a message's content is its text, not a {type(text).__name__}")
+    usage = value.get("usage")
+    if usage is not None and not isinstance(usage, Mapping):
+        raise ValueError("a message's usage is a dict of token counts")
+    message = Assembled(
+        "",
+        text=text,
+        finish_reason=_str(value.get("finish_reason")),
+        usage=dict(usage) if usage is not None else None,
+        model=_str(value.get("model")),
+        id=_str(value.get("id")),
+        refusal=_str(value.get("refusal")),
+    )
+    calls = value.get("tool_calls") or []
+    if not isinstance(calls, (list, tuple)):
+        raise ValueError("a message's tool_calls is a list")
+    message.tool_calls = [_tool_call(call) for call in calls]
+    return message
+
+
+def _tool_call(value: Any) -> ToolCall:
+    if isinstance(value, ToolCall):
+        return dataclasses.replace(value)
+    if not isinstance(value, Mapping):
+        raise ValueError(f"a tool call is a dict with name and arguments, not a {type(value).__name__}")
+    function = value.get("function")
+    source: Mapping[str, Any] = function if isinstance(function, Mapping) else value
+    name = source.get("name")
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"a tool call needs its name: {value!r}")
+    arguments: Any = next((source[k] for k in ("arguments", "args", "input") if k in source), {})
+    text = arguments if isinstance(arguments, str) else json.dumps(arguments)
+    return ToolCall(name, text, _str(value.get("id")))
+
+
+def rebuild(template: list[Any], value: Any, *, strings: bool = True) -> list[Any]:
+    """The items of a stream of the recorded kind that carry the message ``value`` (see :func:`as_message`).
+
+    The recorded items are the template: their classes (the SDK's own, so its accumulators and helpers work on
+    the new items: ``ChatCompletionStreamState``, ``MessageStream.get_final_message()``, ``ResponseStream``), and
+    the id, model, timestamps and usage the message does not give. What the message gives replaces the recorded
+    text, tool calls, finish reason and usage. ``strings``: a recorded stream of plain strings is an LLM's text (then
+    the message's text is the one item).
+
+    Raises:
+        ValueError: ``value`` is no message, or the recorded items are not an LLM's stream this module knows or
+            were not rebuilt as their classes (not allowed).
+        RebuildError: the SDK's classes refused the items made from the message.
+    """
+    message = as_message(value)
+    recorded = assemble(template, strings=strings)
+    if recorded is None:
+        raise ValueError("the recorded items are not an LLM's stream of a kind chronicle knows (chunks, events)")
+    kind = recorded.kind
+    if kind == "text":
+        if isinstance(value, str):  # a string given for a stream of strings is more likely its pieces gone wrong
+            raise ValueError("a stream of strings is overridden by its pieces, or by {'content': text}")
+        return [message.text] if message.text else []
+    typed = [item for item in template if hasattr(type(item), "model_validate")]
+    if not typed:
+        raise ValueError(
+            "the recorded items were not rebuilt as their classes (not allowed: pass allow=[...]), so no item of "
+            "their kind can be made"
+        )
+    try:
+        return _REBUILDERS[kind](typed, message, recorded)
+    except Exception as exc:
+        text = " ".join(str(exc).split())
+        raise RebuildError(f"{type(exc).__name__}: {text[:500]}") from None
+
+
+class RebuildError(ValueError):
+    """The SDK's classes refused the items made from a message (a usage without the counts they require…)."""
+
+
+def _set(item: Any, name: str) -> bool:
+    return name in getattr(item, "model_fields_set", ())
+
+
+def _rebuild_chat(template: list[Any], message: Assembled, recorded: Assembled) -> list[Any]:
+    first = template[0]
+    cls = type(first)
+    base = {k: getattr(first, k) for k in ("id", "created", "model", "object", "system_fingerprint") if _set(first, k)}
+    base.update({k: getattr(first, k) for k in ("service_tier",) if _set(first, k)})
+    base["model"] = message.model or base.get("model")
+    base["id"] = message.id or base.get("id")
+    with_usage_key = _set(first, "usage")
+    usage_chunk = next((c for c in template if not getattr(c, "choices", None) and getattr(c, "usage", None)), None)
+    ids = [c.id for c in recorded.tool_calls]
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> Any:
+        data = {**base, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+        if with_usage_key:
+            data["usage"] = None
+        return cls.model_validate(data)
+
+    chunks = [chunk({"role": "assistant", "content": "" if message.text else None})]
+    if message.text:
+        chunks.append(chunk({"content": message.text}))
+    if message.refusal:
+        chunks.append(chunk({"refusal": message.refusal}))
+    for i, call in enumerate(message.tool_calls):
+        ident = call.id or (ids[i] if i < len(ids) and ids[i] else f"call_override_{i}")
+        head = {"index": i, "id": ident, "type": "function", "function": {"name": call.name, "arguments": ""}}
+        chunks.append(chunk({"tool_calls": [head]}))
+        chunks.append(chunk({"tool_calls": [{"index": i, "function": {"arguments": call.arguments}}]}))
+    finish = message.finish_reason or ("tool_calls" if message.tool_calls else "stop")
+    chunks.append(chunk({}, finish))
+    if usage_chunk is not None or message.usage:
+        usage = usage_chunk.usage.model_dump(exclude_unset=True) if usage_chunk is not None else {}
+        chunks.append(cls.model_validate({**base, "choices": [], "usage": {**usage, **(message.usage or {})}}))
+    return chunks
+
+
+def _members(annotation: Any, out: list[type]) -> list[type]:
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated or origin is typing.Union or origin is types.UnionType:
+        args = typing.get_args(annotation)
+        for arg in args[:1] if origin is typing.Annotated else args:
+            _members(arg, out)
+    elif isinstance(annotation, type):
+        out.append(annotation)
+    return out
+
+
+def _event_classes(template: list[Any], union: str) -> dict[str, type]:
+    """The SDK's event classes by their ``type``, from the union ``union`` of the package of the recorded events'
+    classes (already imported: nothing is imported here)."""
+    package = type(template[0]).__module__.rpartition(".")[0]
+    found = getattr(sys.modules.get(package), union, None)
+    classes: dict[str, type] = {}
+    for cls in _members(found, []):
+        field = getattr(cls, "model_fields", {}).get("type")
+        annotation = getattr(field, "annotation", None)
+        if typing.get_origin(annotation) is typing.Literal:
+            for name in typing.get_args(annotation):
+                classes.setdefault(name, cls)
+    if not classes:
+        raise ValueError(f"the SDK of the recorded events has no {package}.{union}")
+    return classes
+
+
+def _rebuild_anthropic(template: list[Any], message: Assembled, recorded: Assembled) -> list[Any]:
+    classes = _event_classes(template, "RawMessageStreamEvent")
+
+    def event(data: dict[str, Any]) -> Any:
+        return classes[data["type"]].model_validate(data)  # type: ignore[attr-defined]
+
+    start = next((e for e in template if getattr(e, "type", None) == "message_start"), None)
+    if start is None:
+        raise ValueError("the recorded stream has no message_start event to take the message's id and model from")
+    updates = {k: v for k, v in (("id", message.id), ("model", message.model)) if v}
+    events = [start.model_copy(update={"message": start.message.model_copy(update=updates)}) if updates else start]
+    ids = [c.id for c in recorded.tool_calls]
+    index = 0
+    if message.text:
+        events.append(event({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}))
+        delta = {"type": "text_delta", "text": message.text}
+        events.append(event({"type": "content_block_delta", "index": 0, "delta": delta}))
+        events.append(event({"type": "content_block_stop", "index": 0}))
+        index = 1
+    for i, call in enumerate(message.tool_calls):
+        ident = call.id or (ids[i] if i < len(ids) and ids[i] else f"toolu_override_{i}")
+        block: dict[str, Any] = {"type": "tool_use", "id": ident, "name": call.name, "input": {}}
+        events.append(event({"type": "content_block_start", "index": index, "content_block": block}))
+        delta = {"type": "input_json_delta", "partial_json": call.arguments}
+        events.append(event({"type": "content_block_delta", "index": index, "delta": delta}))
+        events.append(event({"type": "content_block_stop", "index": index}))
+        index += 1
+    recorded_delta = next((e for e in template if getattr(e, "type", None) == "message_delta"), None)
+    usage = {"output_tokens": 0}
+    if recorded_delta is not None and getattr(recorded_delta, "usage", None) is not None:
+        usage = recorded_delta.usage.model_dump(exclude_unset=True)
+    if message.usage:
+        usage = {**usage, **{k: v for k, v in message.usage.items() if k.endswith("tokens")}}
+    stop = message.finish_reason or ("tool_use" if message.tool_calls else "end_turn")
+    events.append(
+        event({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None}, "usage": usage})
+    )
+    events.append(event({"type": "message_stop"}))
+    return events
+
+
+def _rebuild_responses(template: list[Any], message: Assembled, recorded: Assembled) -> list[Any]:
+    classes = _event_classes(template, "ResponseStreamEvent")
+    sequence = iter(range(1 << 30))
+
+    def event(data: dict[str, Any]) -> Any:
+        return classes[data["type"]].model_validate({**data, "sequence_number": next(sequence)})  # type: ignore[attr-defined]
+
+    def recorded_event(kind: str) -> Any:
+        return next((e for e in template if getattr(e, "type", None) == kind), None)
+
+    def again(found: Any, **update: Any) -> Any:
+        return found.model_copy(update={**update, "sequence_number": next(sequence)})
+
+    created = recorded_event("response.created")
+    events = []
+    if created is not None:
+        updates = {k: v for k, v in (("id", message.id), ("model", message.model)) if v}
+        events.append(again(created, response=created.response.model_copy(update=updates)))
+    progress = recorded_event("response.in_progress")
+    if progress is not None:
+        events.append(again(progress))
+    final_items: list[Any] = []
+    index = 0
+    if message.text:
+        item: dict[str, Any] = {"id": "msg_override_0", "type": "message", "role": "assistant", "content": []}
+        item["status"] = "in_progress"
+        where = {"item_id": item["id"], "output_index": index, "content_index": 0}
+        part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
+        events.append(event({"type": "response.output_item.added", "output_index": index, "item": item}))
+        events.append(event({"type": "response.content_part.added", **where, "part": part}))
+        events.append(event({"type": "response.output_text.delta", **where, "delta": message.text, "logprobs": []}))
+        events.append(event({"type": "response.output_text.done", **where, "text": message.text, "logprobs": []}))
+        part = {**part, "text": message.text}
+        events.append(event({"type": "response.content_part.done", **where, "part": part}))
+        done = {**item, "status": "completed", "content": [part]}
+        events.append(event({"type": "response.output_item.done", "output_index": index, "item": done}))
+        final_items.append(events[-1].item)
+        index += 1
+    ids = [c.id for c in recorded.tool_calls]
+    for i, call in enumerate(message.tool_calls):
+        call_id = call.id or (ids[i] if i < len(ids) and ids[i] else f"call_override_{i}")
+        item = {"id": f"fc_override_{i}", "type": "function_call", "status": "in_progress", "arguments": ""}
+        item["call_id"], item["name"] = call_id, call.name
+        where = {"item_id": item["id"], "output_index": index}
+        events.append(event({"type": "response.output_item.added", "output_index": index, "item": item}))
+        events.append(event({"type": "response.function_call_arguments.delta", **where, "delta": call.arguments}))
+        done_args = {"type": "response.function_call_arguments.done", **where, "arguments": call.arguments}
+        events.append(event({**done_args, "name": call.name}))
+        done = {**item, "status": "completed", "arguments": call.arguments}
+        events.append(event({"type": "response.output_item.done", "output_index": index, "item": done}))
+        final_items.append(events[-1].item)
+        index += 1
+    completed = recorded_event("response.completed")
+    if completed is not None:
+        update: dict[str, Any] = {"output": final_items}
+        update.update({k: v for k, v in (("id", message.id), ("model", message.model)) if v})
+        usage = completed.response.usage
+        if message.usage is not None and usage is not None:
+            update["usage"] = type(usage).model_validate({**usage.model_dump(), **message.usage})
+        events.append(again(completed, response=completed.response.model_copy(update=update)))
+    return events
+
+
+def _rebuild_langchain(template: list[Any], message: Assembled, recorded: Assembled) -> list[Any]:
+    first = template[0]
+    pieces = [
+        {"name": call.name, "args": call.arguments, "id": call.id or f"call_override_{i}", "index": i}
+        for i, call in enumerate(message.tool_calls)
+    ]
+    metadata: dict[str, Any] = {}
+    if message.finish_reason or recorded.finish_reason:  # said as the recorded model said it, for this message
+        metadata["finish_reason"] = message.finish_reason or ("tool_calls" if message.tool_calls else "stop")
+    if message.model or recorded.model:
+        metadata["model_name"] = message.model or recorded.model
+    kwargs: dict[str, Any] = {"content": message.text, "id": message.id or first.id, "tool_call_chunks": pieces}
+    if metadata:
+        kwargs["response_metadata"] = metadata
+    usage = message.usage if message.usage is not None else recorded.usage
+    if usage and all(k in usage for k in ("input_tokens", "output_tokens", "total_tokens")):
+        kwargs["usage_metadata"] = usage
+    return [type(first)(**kwargs)]
+
+
+_REBUILDERS: Final = {
+    "openai.chat": _rebuild_chat,
+    "anthropic": _rebuild_anthropic,
+    "openai.responses": _rebuild_responses,
+    "langchain": _rebuild_langchain,
+}

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from typing import Any, Final
 
 import orjson
 
+from .._assembled import Assembled, RebuildError, rebuild
 from .._internal.hooks import Shape
 from ..adapters import StreamAdapter, StreamReplay
 from ..errors import ReplayDivergence, ReplayError
@@ -31,7 +32,13 @@ def recorded_answer(rec: Boundary, allow: tuple[str, ...]) -> Answer:
 def override_answer(rec: Boundary, allow: tuple[str, ...], override: Any) -> Answer:
     """A what-if answer: ``override`` itself, or, when it is a function, what it returns given the recorded output
     (the recorded exception for a call that raised; the list of items for a stream). An exception (instance or
-    class) is raised."""
+    class) is raised.
+
+    For a stream, the answer is the list of items it yields, or, for an LLM's stream, the message they carry (a
+    dict such as ``{"content": "…", "tool_calls": [{"name": "place_order", "arguments": {"quantity": 10}}]}``, its
+    text as a string, or an :class:`~chronicle_otel._assembled.Assembled`): the stub then yields items of the
+    recorded kind (OpenAI chat chunks, Responses events, Anthropic events, LangChain chunks, text) that carry it,
+    made of the SDK's classes after the recorded items, so its accumulators and helpers work on them."""
 
     def answer() -> tuple[Any, BaseException | None]:
         value = override
@@ -47,9 +54,29 @@ def override_answer(rec: Boundary, allow: tuple[str, ...], override: Any) -> Ans
                 ) from None
         if isinstance(value, BaseException):
             return None, value
+        if rec.stream and isinstance(value, (Assembled, Mapping, str)):
+            value = _stream_of(rec, allow, value)
         return value, None
 
     return answer
+
+
+def _stream_of(rec: Boundary, allow: tuple[str, ...], message: Any) -> list[Any]:
+    """The items of the recorded call's kind that carry ``message`` (see :func:`override_answer`)."""
+    recorded = rec.decode_output(allow)
+    if not isinstance(recorded, list):
+        recorded = []
+    try:
+        return rebuild(recorded, message, strings=rec.kind == "llm")
+    except RebuildError as exc:
+        raise ReplayError(
+            f"the override of the stream {rec.name!r} could not be made into items of the recorded kind: {exc}"
+        ) from None
+    except ValueError as exc:
+        raise ReplayError(
+            f"the override of the stream {rec.name!r} must be the list of items it yields, or, for an LLM's stream, "
+            f"the message they carry; a {type(message).__name__} was given, and {exc}"
+        ) from None
 
 
 CANCELLED: Final = frozenset({"asyncio.exceptions.CancelledError", "asyncio.CancelledError"})

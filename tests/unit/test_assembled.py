@@ -369,3 +369,148 @@ def test_the_realistic_stream_shows_in_a_few_lines(recorder: Recorder, instrumen
     assert len(short) == 8 and any(line.strip().startswith("tool call place_order {") for line in short)
     assert len(raw) < len(full) < len(raw) + 8
     assert len(raw) < 400, "every chunk, without the fields left to their defaults (653 lines before)"
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# What if the model had said…: a streamed call overridden with a message
+
+
+def replay_agent(trace: Any, override: dict[str, Any], function: Any, *args: Any) -> tuple[Any, Any]:
+    with chronicle.replay(trace, override=override) as run_:
+        result = function(*args)
+    return result, run_.report
+
+
+SMALL = {"tool_calls": [{"name": "place_order", "arguments": {"symbol": "MSFT", "quantity": 10}}]}
+
+
+def test_an_openai_chat_stream_overridden_with_a_message(recorder: Recorder, instrumented: None) -> None:
+    with openai_server() as server:
+        tid = record_agent(recorder, server, 1000)
+        trace = chronicle.load_trace(recorder.store, tid)
+        before = server.count()
+        result, report = replay_agent(trace, {LLM: SMALL}, agent, server.url)
+        assert result == {"status": "filled", "symbol": "MSFT", "quantity": 10}, "the SDK's accumulator read it"
+        said, _ = replay_agent(trace, {LLM: "I will not place that order."}, agent, server.url)
+        assert said == {"status": "answered", "text": "I will not place that order."}
+        usage = {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}
+        as_function, _ = replay_agent(trace, {LLM: lambda chunks: {**SMALL, "usage": usage}}, agent, server.url)
+        assert as_function == result
+        recorded = assemble(trace.find("openai.chat.completions.create")[0].output)
+        assert recorded is not None
+        recorded.tool_calls[0].arguments = json.dumps({"symbol": "MSFT", "quantity": 7})
+        edited, _ = replay_agent(trace, {LLM: recorded}, agent, server.url)
+        assert edited["quantity"] == 7
+        assert server.count() == before, "no request reached the server"
+    assert report.ok, report
+    [override] = report.overrides
+    assert override.details[0].startswith('recorded stream of 9 chunks: tool call place_order {"symbol": "MSFT", "q')
+    now = 'now stream of 4 chunks: tool call place_order {"symbol": "MSFT", "quantity": 10}; finish tool_calls'
+    assert override.details[1] == now
+    [change] = [c for c in report.changes if c.call_key[-1][0] == "asm.place_order"]
+    assert "$.quantity: recorded 1000 != now 10" in change.details
+
+
+@chronicle.boundary(kind="agent", name="asm.claude")
+def claude(url: str) -> dict[str, Any]:
+    import anthropic
+
+    client = anthropic.Anthropic(base_url=url, api_key="sk-ant-test", max_retries=0)
+    try:
+        with client.messages.stream(
+            model="claude-test", max_tokens=99, messages=[{"role": "user", "content": "sell"}]
+        ) as stream:
+            final = stream.get_final_message()
+        raw = client.messages.create(
+            model="claude-test", max_tokens=99, messages=[{"role": "user", "content": "sell"}], stream=True
+        )
+        events = list(raw)
+    finally:
+        client.close()
+    tool = next((block for block in final.content if block.type == "tool_use"), None)
+    return {
+        "text": "".join(block.text for block in final.content if block.type == "text"),
+        "input": tool.input if tool is not None else None,
+        "stop": final.stop_reason,
+        "raw": assemble(events).to_dict() if assemble(events) is not None else None,  # type: ignore[union-attr]
+    }
+
+
+def test_an_anthropic_stream_overridden_with_a_message(recorder: Recorder) -> None:
+    from chronicle_otel.integrations import anthropic as chronicle_anthropic
+    from tests.llm_servers import anthropic_server
+
+    chronicle_anthropic.instrument()
+    try:
+        with anthropic_server() as server:
+            order = ("place_order", {"symbol": "MSFT", "quantity": 1000})
+            server.reply_with(Reply("", tool_call=order), Reply("", tool_call=order))
+            recorded = claude(server.url)
+            assert recorded["input"] == order[1] and recorded["stop"] == "tool_use"
+            recorder.config.force_flush()
+            trace = chronicle.load_trace(recorder.store, "latest")
+            before = server.count()
+            override = {"anthropic.messages.stream[0]": SMALL, "anthropic.messages.create[0]": "No."}
+            result, report = replay_agent(trace, override, claude, server.url)
+            assert server.count() == before
+    finally:
+        chronicle_anthropic.uninstrument()
+    assert result["input"] == {"symbol": "MSFT", "quantity": 10}, "MessageStream.get_final_message() built it"
+    assert result["stop"] == "tool_use" and result["text"] == ""
+    assert result["raw"]["text"] == "No." and result["raw"]["finish_reason"] == "end_turn"
+    assert report.ok and len(report.overrides) == 2, report
+
+
+@chronicle.boundary(kind="agent", name="asm.responder")
+def responder(url: str) -> dict[str, Any]:
+    client = openai.OpenAI(base_url=url + "/v1", api_key="sk-test", max_retries=0)
+    try:
+        events = list(client.responses.create(model="gpt-test", input="sell", stream=True))
+    finally:
+        client.close()
+    [done] = [e for e in events if e.type == "response.completed"]
+    calls = [item for item in done.response.output if item.type == "function_call"]
+    return {"text": done.response.output_text, "calls": [(c.name, json.loads(c.arguments)) for c in calls]}
+
+
+def test_an_openai_responses_stream_overridden_with_a_message(recorder: Recorder, instrumented: None) -> None:
+    with openai_server() as server:
+        server.reply_with(Reply("Selling.", tool_call=("place_order", {"symbol": "MSFT", "quantity": 1000})))
+        recorded = responder(server.url)
+        assert recorded == {"text": "Selling.", "calls": [("place_order", {"symbol": "MSFT", "quantity": 1000})]}
+        recorder.config.force_flush()
+        trace = chronicle.load_trace(recorder.store, "latest")
+        before = server.count()
+        message = {"content": "Selling fewer.", **SMALL}
+        result, report = replay_agent(trace, {"openai.responses.create[0]": message}, responder, server.url)
+        assert server.count() == before
+    assert result == {"text": "Selling fewer.", "calls": [("place_order", {"symbol": "MSFT", "quantity": 10})]}
+    assert report.ok, report
+
+
+def test_an_override_that_is_no_message_says_what_a_message_is(recorder: Recorder, instrumented: None) -> None:
+    with openai_server() as server:
+        tid = record_agent(recorder, server, 1000)
+        trace = chronicle.load_trace(recorder.store, tid)
+        with pytest.raises(chronicle.ReplayError, match="a message has no key 'tool'; its keys are content, text"):
+            replay_agent(trace, {LLM: {"tool": "place_order"}}, agent, server.url)
+
+
+@chronicle.boundary(kind="llm", name="asm.tokens")
+def tokens(prompt: str) -> Iterator[str]:
+    yield from prompt.split()
+
+
+@chronicle.boundary(kind="agent", name="asm.writer")
+def writer(prompt: str) -> str:
+    return " ".join(tokens(prompt))
+
+
+def test_a_stream_of_text_pieces_overridden_with_a_message(recorder: Recorder) -> None:
+    writer("sell all shares")
+    recorder.config.force_flush()
+    trace = chronicle.load_trace(recorder.store, "latest")
+    with chronicle.replay(trace, override={"asm.tokens": {"content": "hold"}}) as run_:
+        assert run_.rerun() == "hold"
+    with chronicle.replay(trace, override={"asm.tokens": "hold"}) as run_, pytest.raises(chronicle.ReplayError):
+        run_.rerun()  # a string for a stream of strings: its pieces, or {"content": ...}
