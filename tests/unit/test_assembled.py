@@ -420,6 +420,7 @@ def claude(url: str) -> dict[str, Any]:
         with client.messages.stream(
             model="claude-test", max_tokens=99, messages=[{"role": "user", "content": "sell"}]
         ) as stream:
+            streamed = "".join(stream.text_stream)
             final = stream.get_final_message()
         raw = client.messages.create(
             model="claude-test", max_tokens=99, messages=[{"role": "user", "content": "sell"}], stream=True
@@ -429,6 +430,7 @@ def claude(url: str) -> dict[str, Any]:
         client.close()
     tool = next((block for block in final.content if block.type == "tool_use"), None)
     return {
+        "streamed": streamed,
         "text": "".join(block.text for block in final.content if block.type == "text"),
         "input": tool.input if tool is not None else None,
         "stop": final.stop_reason,
@@ -450,13 +452,14 @@ def test_an_anthropic_stream_overridden_with_a_message(recorder: Recorder) -> No
             recorder.config.force_flush()
             trace = chronicle.load_trace(recorder.store, "latest")
             before = server.count()
-            override = {"anthropic.messages.stream[0]": SMALL, "anthropic.messages.create[0]": "No."}
+            message = {"content": "Selling fewer.", **SMALL}
+            override = {"anthropic.messages.stream[0]": message, "anthropic.messages.create[0]": "No."}
             result, report = replay_agent(trace, override, claude, server.url)
             assert server.count() == before
     finally:
         chronicle_anthropic.uninstrument()
     assert result["input"] == {"symbol": "MSFT", "quantity": 10}, "MessageStream.get_final_message() built it"
-    assert result["stop"] == "tool_use" and result["text"] == ""
+    assert result["stop"] == "tool_use" and result["text"] == result["streamed"] == "Selling fewer."
     assert result["raw"]["text"] == "No." and result["raw"]["finish_reason"] == "end_turn"
     assert report.ok and len(report.overrides) == 2, report
 
