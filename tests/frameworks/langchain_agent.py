@@ -11,6 +11,11 @@ input. ``how`` picks how the model node calls the model:
 
 The run ends once ``place_order`` ran: the order's outcome is the result, so a fixed guardrail changes the result
 and no later model input (the replay has no drift).
+
+What LangChain's callbacks see of the model calls, recorded and replayed: ``stream_events`` (``astream_events`` v1
+or v2 over a prompt | model | parser chain, which streams the model, or over the agent's graph, whose model node
+invokes it), ``stream_messages`` (LangGraph's ``stream_mode="messages"``) and ``counted`` (a handler of the
+caller's own, given in the call's config).
 """
 
 from __future__ import annotations
@@ -19,8 +24,18 @@ import json
 from typing import Annotated, Any, Literal
 
 from langchain_anthropic import ChatAnthropic
+from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.language_models.chat_models import BaseChatModel
-from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage, message_chunk_to_message
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    AnyMessage,
+    HumanMessage,
+    ToolMessage,
+    message_chunk_to_message,
+)
+from langchain_core.output_parsers import StrOutputParser
+from langchain_core.prompts import ChatPromptTemplate
 from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 from langgraph.graph import END, START, StateGraph
@@ -189,3 +204,110 @@ async def arun_agent(
 def order_args(quantity: int = 1000) -> dict[str, Any]:
     """The order the simulated model places: shares, where the user asked for dollars."""
     return {"symbol": "MSFT", "quantity": quantity, "side": "sell"}
+
+
+# ------------------------------------------------------------------------------------ what the callbacks see
+
+
+def text_of(content: Any) -> str:
+    """A message's text: its content, or the text blocks of a list of content blocks (Anthropic's chunks)."""
+    if isinstance(content, str):
+        return content
+    return "".join(b.get("text", "") for b in content if isinstance(b, dict)) if isinstance(content, list) else ""
+
+
+def summarize_events(events: list[Any]) -> dict[str, Any]:
+    """``astream_events`` as ``(event, name, run, parents)`` and the text of its ``on_chat_model_stream`` events.
+
+    Runs are numbered in the order they first appear (their ids are new on every run), so the nesting compares.
+    """
+    runs: dict[str, int] = {}
+
+    def number(run_id: Any) -> int:
+        return runs.setdefault(str(run_id), len(runs))
+
+    seen, text, streamed = [], [], 0
+    for event in events:
+        parents = tuple(number(p) for p in event.get("parent_ids", ()))
+        seen.append((event["event"], event["name"], number(event["run_id"]), parents))
+        if event["event"] == "on_chat_model_stream":
+            streamed += 1
+            text.append(text_of(event["data"]["chunk"].content))
+    return {"events": seen, "text": "".join(text), "streamed": streamed}
+
+
+@chronicle.boundary(kind="agent", name="langchain_agent.events")
+async def stream_events(
+    request: str,
+    provider: str,
+    url: str,
+    streaming: bool = False,
+    source: Literal["chain", "graph"] = "chain",
+    version: Literal["v1", "v2"] = "v2",
+) -> dict[str, Any]:
+    """``astream_events`` over a chain that streams the model, or over the agent's graph that invokes it."""
+    model = make_model(provider, url, streaming)
+    runnable: Any
+    if source == "chain":
+        runnable = ChatPromptTemplate.from_messages([("human", "{request}")]) | model | StrOutputParser()
+        given: Any = {"request": request}
+    else:
+        runnable = build_graph(model, "invoke", asynchronous=True)
+        given = {"messages": [HumanMessage(request)]}
+    return summarize_events([event async for event in runnable.astream_events(given, version=version)])
+
+
+@chronicle.boundary(kind="agent", name="langchain_agent.messages")
+def stream_messages(request: str, provider: str, url: str, streaming: bool = False, how: How = "invoke") -> list[Any]:
+    """What LangGraph's ``stream_mode="messages"`` yields of the model's answers: each message or chunk's type,
+    text and tool-call argument pieces, and the node and model it came from."""
+    graph = build_graph(make_model(provider, url, streaming), how, asynchronous=False)
+    seen = []
+    for message, meta in graph.stream({"messages": [HumanMessage(request)]}, stream_mode="messages"):
+        if isinstance(message, (AIMessage, AIMessageChunk)):
+            pieces = tuple(c.get("args") or "" for c in getattr(message, "tool_call_chunks", ()))
+            origin = (meta["langgraph_node"], meta["ls_model_name"])
+            seen.append((type(message).__name__, text_of(message.content), pieces, *origin))
+    return seen
+
+
+class Counter(BaseCallbackHandler):
+    """Counts the model callbacks it gets, and keeps the tokens' text."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+        self.tokens: list[str] = []
+
+    def _count(self, name: str) -> None:
+        self.counts[name] = self.counts.get(name, 0) + 1
+
+    def on_chat_model_start(self, serialized: Any, messages: Any, **kwargs: Any) -> None:
+        self._count("start")
+
+    def on_llm_new_token(self, token: Any, **kwargs: Any) -> None:
+        self._count("token")
+        self.tokens.append(text_of(token))
+
+    def on_llm_end(self, response: Any, **kwargs: Any) -> None:
+        self._count("end")
+
+    def on_llm_error(self, error: BaseException, **kwargs: Any) -> None:
+        self._count("error:" + type(error).__name__)
+
+
+@chronicle.boundary(kind="agent", name="langchain_agent.counted")
+def counted(request: str, provider: str, url: str, path: str = "") -> dict[str, Any]:
+    """An ``invoke`` of a streaming model and a ``stream`` of a plain one, with the caller's own handler."""
+    counter = Counter()
+    config: Any = {"callbacks": [counter]}
+    answers = []
+    for streaming, how in ((True, "invoke"), (False, "stream")):
+        model = make_model(provider, url + path, streaming)
+        try:
+            if how == "invoke":
+                answers.append(text_of(model.invoke(request, config=config).content))
+            else:
+                answers.append("".join(text_of(c.content) for c in model.stream(request, config=config)))
+        except Exception as exc:  # a provider's error: the handler was told
+            answers.append(type(exc).__name__)
+    return {"counts": counter.counts, "tokens": counter.tokens, "answers": answers}

@@ -484,28 +484,6 @@ def test_a_provider_error_is_recorded_and_replayed_as_its_own_class(
     assert oa.count() == count and run.report.ok, run.report
 
 
-def test_stream_mode_messages_gets_each_stubbed_answer_whole(
-    recorder: Recorder, instrumented: None, oa: LLMServer
-) -> None:
-    @chronicle.boundary(kind="agent", name="langchain_agent.messages")
-    def messages(url: str) -> list[str]:
-        graph = agent.build_graph(agent.make_model("openai", url, streaming=True), "invoke", asynchronous=False)
-        seen = []
-        for message, _ in graph.stream({"messages": [HumanMessage(agent.REQUEST)]}, stream_mode="messages"):
-            if isinstance(message, (AIMessage, AIMessageChunk)):
-                seen.append(type(message).__name__)
-        return seen
-
-    _queue_tool_run(oa)
-    recorded = messages(oa.url)
-    assert recorded.count("AIMessageChunk") > 4, "live: token by token, through LangChain's callbacks"
-    trace = chronicle.load_trace(recorder.path, "latest")
-    with chronicle.replay(trace, stub={"kind:llm"}) as run:
-        replayed = run.rerun()
-    assert replayed == ["AIMessage", "AIMessage"], "stubbed: no callback fires; each answer comes whole at node end"
-    assert run.report.ok, run.report
-
-
 def test_uninstrument_restores_langchain_and_instrument_is_idempotent() -> None:
     def methods() -> tuple[Any, ...]:
         return (vars(BaseChatModel)["invoke"], vars(BaseChatModel)["astream"], vars(BaseTool)["run"])
@@ -633,3 +611,164 @@ def test_a_failure_inside_the_integration_leaves_the_call_alone(
     assert model.invoke("hi").content == "hello"
     assert agent.lookup_quote.invoke({"symbol": "MSFT"}) == {"symbol": "MSFT", "price": 412.5}
     assert not [s for s in recorder.spans() if s.name.startswith("langchain.")], "unrecorded, not broken"
+
+
+# ------------------------------------------------------------------------------------ callbacks of stubbed calls
+
+
+EVENT_CASES = [
+    ("chain", "openai", False),  # the chain streams the model: astream, its chunks recorded as the stream's items
+    ("chain", "openai", True),
+    ("chain", "anthropic", False),
+    ("graph", "openai", False),  # the graph's node invokes the model, which streams for astream_events' handler
+    ("graph", "openai", True),
+    ("graph", "anthropic", False),
+]
+
+
+@pytest.mark.filterwarnings("ignore:astream_events version='v1' is deprecated")
+@pytest.mark.parametrize("version", ["v2", "v1"])
+@pytest.mark.parametrize(
+    ("source", "provider", "streaming"),
+    EVENT_CASES,
+    ids=[f"{src}-{p}{'-streaming' if st else ''}" for src, p, st in EVENT_CASES],
+)
+def test_astream_events_of_a_stubbed_replay_are_the_recorded_ones(
+    recorder: Recorder,
+    instrumented: None,
+    oa: LLMServer,
+    an: LLMServer,
+    source: str,
+    provider: str,
+    streaming: bool,
+    version: str,
+) -> None:
+    server = oa if provider == "openai" else an
+    if source == "chain":
+        server.reply_with(Reply("Ships in 3 days.", input_tokens=21, output_tokens=9))
+    else:
+        _queue_tool_run(server)
+    coro = agent.stream_events(agent.REQUEST, provider, server.url, streaming, source, version)  # type: ignore[arg-type]
+    recorded = asyncio.run(coro)
+    assert recorded["streamed"] > 2, "live: the model's tokens, one event each"
+    if source == "chain":
+        assert recorded["text"] == "Ships in 3 days."
+    assert ("on_chat_model_start", type(agent.make_model(provider, server.url)).__name__) in {
+        e[:2] for e in recorded["events"]
+    }
+    trace = chronicle.load_trace(recorder.path, "latest")
+    _no_unencodable(recorder, trace)
+    count = server.count()
+    with chronicle.replay(trace, stub={"kind:llm"}) as run:
+        replayed = asyncio.run(run.arerun())
+    assert server.count() == count, "no request"
+    assert run.report.ok and not run.report.drift and not run.report.changes, run.report
+    assert replayed["text"] == recorded["text"], "the streamed text, as the consumer collects it"
+    assert replayed["streamed"] == recorded["streamed"]
+    assert replayed["events"] == recorded["events"], "the same events, names and nesting, in the same order"
+
+
+def test_stream_mode_messages_yields_the_recorded_chunks_of_stubbed_calls(
+    recorder: Recorder, instrumented: None, oa: LLMServer, an: LLMServer
+) -> None:
+    cases = [("openai", True, "invoke"), ("anthropic", True, "invoke"), ("openai", False, "stream")]
+    for provider, streaming, how in cases:
+        server = oa if provider == "openai" else an
+        _queue_tool_run(server)
+        recorded = agent.stream_messages(agent.REQUEST, provider, server.url, streaming, how)  # type: ignore[arg-type]
+        chunks = [m for m in recorded if m[0] == "AIMessageChunk"]
+        assert len(chunks) > 6 and len(chunks) == len(recorded), "live: token by token, through LangChain's callbacks"
+        assert "".join("".join(m[2]) for m in chunks) == json.dumps({"symbol": "MSFT"}) + json.dumps(agent.order_args())
+        trace = chronicle.load_trace(recorder.path, "latest")
+        count = server.count()
+        with chronicle.replay(trace, stub={"kind:llm"}) as run:
+            replayed = run.rerun()
+        assert server.count() == count
+        assert run.report.ok and not run.report.drift and not run.report.changes, run.report
+        assert replayed == recorded, (provider, how)
+
+
+def test_a_streamed_invoke_records_its_chunks_with_the_message_and_replays_them(
+    recorder: Recorder, instrumented: None, oa: LLMServer, an: LLMServer
+) -> None:
+    recorded, trace, _ = _record(recorder, Scenario("openai", streaming=True), oa, an)
+    first = trace.find(INVOKE)[0]
+    message = first.decode_output()
+    assert type(message) is AIMessage
+    chunks = message.model_extra["chronicle_chunks"]
+    assert all(type(c) is AIMessageChunk and c.id is None for c in chunks), "without LangChain's run ids"
+    assert UUID.findall(first.raw_output.text) == [UUID.search(str(message.id))[0]], "no run id but the message's"
+    total = chunks[0]
+    for chunk in chunks[1:]:
+        total = total + chunk
+    assert total.content == message.content and total.tool_calls == message.tool_calls, "the chunks add up"
+    assert "chronicle_chunks" not in (recorded["answers"][0].model_extra or {}), "the caller got the message alone"
+    size = len(first.raw_output.text)
+    assert size < 6000, size
+
+    plain = chronicle.load_trace(recorder.path, _record(recorder, Scenario("openai"), oa, an)[1].trace_id)
+    assert "chronicle_chunks" not in plain.find(INVOKE)[0].raw_output.text, "an invoke that did not stream: as it was"
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_a_handler_of_the_caller_gets_the_same_callbacks_once_recorded_live_or_stubbed(
+    recorder: Recorder, oa: LLMServer, an: LLMServer, provider: str
+) -> None:
+    server = oa if provider == "openai" else an
+    server.reply_with(Reply("Ships in 3 days."), Reply("Ships in 3 days."))
+    baseline = agent.counted(agent.REQUEST, provider, server.url)  # LangChain alone
+    assert baseline["counts"]["start"] == baseline["counts"]["end"] == 2
+    assert baseline["counts"]["token"] > 6 and "".join(baseline["tokens"]) == "Ships in 3 days." * 2
+
+    chronicle_langchain.instrument()
+    try:
+        server.reply_with(Reply("Ships in 3 days."), Reply("Ships in 3 days."))
+        recorded = agent.counted(agent.REQUEST, provider, server.url)
+        assert recorded == baseline, "recording fires nothing of its own"
+        trace = chronicle.load_trace(recorder.path, "latest")
+        assert _llm_names(trace) == [INVOKE, STREAM]
+
+        count = server.count()
+        with chronicle.replay(trace, stub={"kind:llm"}) as run:
+            assert run.rerun() == baseline, "a stubbed call fires what the call fired"
+        assert server.count() == count and run.report.ok, run.report
+
+        server.reply_with(Reply("Ships in 3 days."), Reply("Ships in 3 days."))
+        with chronicle.replay(trace, live={"kind:llm"}) as run:
+            assert run.rerun() == baseline, "a live call fires its own callbacks, once"
+        assert server.count() == count + 2 and run.report.ok, run.report
+    finally:
+        chronicle_langchain.uninstrument()
+
+
+def test_a_stubbed_provider_error_fires_on_llm_error(recorder: Recorder, instrumented: None, oa: LLMServer) -> None:
+    recorded = agent.counted(agent.REQUEST, "openai", oa.url, path="/missing")
+    assert recorded["answers"] == ["OpenAIModelNotFoundError", "OpenAIModelNotFoundError"]
+    assert recorded["counts"] == {"start": 2, "error:OpenAIModelNotFoundError": 2}
+    trace = chronicle.load_trace(recorder.path, "latest")
+    count = oa.count()
+    with chronicle.replay(trace) as run:
+        assert run.rerun() == recorded
+    assert oa.count() == count and run.report.ok, run.report
+
+
+def test_a_model_s_own_handlers_are_told_of_its_stubbed_calls(
+    recorder: Recorder, instrumented: None, oa: LLMServer
+) -> None:
+    counter = agent.Counter()
+
+    @chronicle.boundary(kind="agent", name="langchain_agent.own_handlers")
+    def own(url: str) -> str:
+        model = ChatOpenAI(
+            model="gpt-test", api_key="sk-test", base_url=url + "/v1", max_retries=0, callbacks=[counter], tags=["t"]
+        )
+        return str(model.invoke("hi").content) + str(model.bind(stop=["x"]).invoke("hi").content)
+
+    oa.reply_with(Reply("one"), Reply("two"))
+    assert own(oa.url) == "onetwo"
+    assert counter.counts == {"start": 2, "end": 2}
+    trace = chronicle.load_trace(recorder.path, "latest")
+    with chronicle.replay(trace) as run:
+        assert run.rerun() == "onetwo"
+    assert counter.counts == {"start": 4, "end": 4}, "the model's own callbacks are told of a stubbed call"
+    assert run.report.ok, run.report
