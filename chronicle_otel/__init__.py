@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from .version import __version__
 
 if TYPE_CHECKING:
+    from ._assembled import Assembled, assemble
     from ._boundary import BoundaryKind, boundary, call, instrument, uninstrument
     from ._session import session
     from .codec import register_type
@@ -62,6 +63,7 @@ if TYPE_CHECKING:
     from .store import LocalStore, TraceSummary
 
 __all__ = [
+    "Assembled",
     "Boundary",
     "BoundaryKind",
     "CaptureOptions",
@@ -89,6 +91,7 @@ __all__ = [
     "TraceNotFoundError",
     "TraceSummary",
     "__version__",
+    "assemble",
     "boundary",
     "call",
     "configure",
@@ -106,6 +109,7 @@ __all__ = [
 _EXPORTS: dict[str, str] = {
     **dict.fromkeys(("BoundaryKind", "boundary", "call", "instrument", "uninstrument"), "._boundary"),
     "session": "._session",
+    **dict.fromkeys(("Assembled", "assemble"), "._assembled"),
     "register_type": ".codec",
     **dict.fromkeys(
         (

@@ -26,7 +26,7 @@ from ._internal.digest import payload_digest
 from ._internal.errors import warn_once
 from ._internal.names import module_name, qualified_name
 from ._internal.unreplayable import MARK, classes_in
-from .codec import encode, encode_unscanned, exception_attrs, to_json_value, value_scan
+from .codec import encode, encode_unscanned, exception_attrs, join_encoded, to_json_value, value_scan
 from .redact import Redactor, redact_stream, scrub_text
 from .semconv import UNREPLAYABLE, PayloadKeys
 
@@ -122,7 +122,7 @@ def encode_stream(items: list[Any], redactor: Redactor | None) -> bytes:
         parts = [
             item.data if type(item) is EncodedItem else encode_unscanned(item, redact=redactor)[0] for item in items
         ]
-        data, scan = b"[" + b",".join(parts) + b"]", value_scan(redactor)
+        data, scan = join_encoded(parts), value_scan(redactor)
     else:
         data, scan = encode_unscanned(items, redact=redactor)
     if redactor is not None:

@@ -184,6 +184,7 @@
     findingsOf[i].forEach(function (x) { add(row, el("span", "badge f-" + x.section, x.f.kind)); });
     if (modeOf[i]) add(row, el("span", "badge mode", modeOf[i]));
     if (b.status === "ERROR") add(row, statusBadge("ERROR"));
+    if (b.unreplayable) add(row, el("span", "badge error", "unreplayable"));
     add(row, el("span", "dur", fmtMs(b.end - b.start)));
     row.addEventListener("click", function () { select(i, false); });
     add(node, row);
@@ -327,6 +328,7 @@
     var h2 = el("h2");
     add(h2, kindBadge(b), el("span", "dname", b.name), el("span", "idx", "[" + b.index + "]"), statusBadge(b.status));
     if (modeOf[selected]) add(h2, el("span", "badge mode", modeOf[selected]));
+    if (b.unreplayable) add(h2, el("span", "badge error", b.unreplayable));
     add(head, h2);
     var dl = el("dl", "meta");
     metaRow(dl, "call key", b.key);

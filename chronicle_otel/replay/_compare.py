@@ -9,7 +9,7 @@ import orjson
 
 from .._internal.names import qualified_name
 from .._payloads import encode_stream, item_snapshot
-from ..codec import encode
+from ..codec import encode, same_encoding
 from ..errors import ReplayError
 from ..model import Boundary
 from ..redact import Redactor, error_secrets, scrub_text
@@ -44,7 +44,7 @@ class Comparer:
             actual = (encode_stream(value, redactor) if streamed else encode(value, redact=redactor)).decode()
             if rec.failed and not rec.stream:
                 return Finding("output-changed", rec.call_key, f"now returns; recorded {describe(rec)}")
-            if rec.raw_output is None or not rec.raw_output.complete or rec.raw_output.text != actual:
+            if rec.raw_output is None or not rec.raw_output.complete or not same_encoding(rec.raw_output.text, actual):
                 recorded = rec.raw_output.text if rec.raw_output is not None else None
                 return Finding("output-changed", rec.call_key, "output differs", tuple(diff_lines(recorded, actual)))
         except ReplayError as err:
