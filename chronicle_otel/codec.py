@@ -1603,7 +1603,26 @@ def _construct_model(
     its generic class, whose type variables would refuse the values its parameters allowed).
     """
     skip = set(unset)  # filled in with their defaults, as when recorded; passing them would mark them set
-    model = cls.model_construct(**{k: val for k, val in data.items() if type(k) is str and k not in skip})
+    declared = getattr(cls, "model_fields", None) or {}
+    values: dict[str, Any] = {}
+    aliases: list[str] = []
+    for key, val in data.items():
+        if type(key) is not str or key in skip:
+            continue
+        alias = getattr(declared.get(key), "alias", None)
+        if type(alias) is str and alias and alias not in declared and alias not in data:
+            # a field the class names by alias (``schema_`` for ``schema``) is given by its alias: model_construct
+            # takes the name only under populate_by_name
+            values[alias] = val
+            aliases.append(alias)
+        else:
+            values[key] = val
+    model = cls.model_construct(**values)
+    if aliases:  # a construct that took the alias for the field and kept it as an extra too (the OpenAI SDK's)
+        extra = getattr(model, "__pydantic_extra__", None)
+        if isinstance(extra, dict):
+            for alias in aliases:
+                extra.pop(alias, None)
     if set_extras:
         fields_set = object.__getattribute__(model, "__pydantic_fields_set__")
         object.__setattr__(model, "__pydantic_fields_set__", fields_set | {k for k in set_extras if k in data})

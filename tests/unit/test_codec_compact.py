@@ -690,3 +690,27 @@ def test_a_drift_report_lists_what_changed_not_how_models_used_to_be_written() -
     assert same_encoding(recorded, same_now) and diff_lines(recorded, same_now) == []
     assert not same_encoding(recorded, changed)
     assert diff_lines(recorded, changed) == ["$.order.fields.leaf.x: recorded 1 != now 5"]
+
+
+def test_a_field_named_by_alias_comes_back_under_its_name_and_never_as_an_extra() -> None:
+    from openai.types.responses.response_format_text_json_schema_config import (
+        ResponseFormatTextJSONSchemaConfig as SchemaConfig,
+    )
+
+    sdk = SchemaConfig.model_validate(
+        {"name": "Order", "schema": {"type": "object"}, "strict": True, "type": "json_schema"}
+    )
+    rebuilt = decode(encode(sdk), allow=("openai.",))
+    assert rebuilt == sdk and rebuilt.schema_ == {"type": "object"}
+    assert rebuilt.model_fields_set == sdk.model_fields_set and not rebuilt.__pydantic_extra__
+
+    model = AliasedConfig.model_validate({"schema": {"a": 1}})
+    again = decode(encode(model), allow=(f"{__name__}.",))
+    assert again == model and again.model_fields_set == {"schema_"}
+
+
+class AliasedConfig(BaseModel):
+    """A field named by alias, without populate_by_name."""
+
+    schema_: dict[str, int] = Field(alias="schema")
+    other: int = 1
