@@ -200,17 +200,37 @@ class _CallArguments(Arguments):
     var_keyword: str = "kwargs"
 
     def select(self, bound: dict[str, Any]) -> dict[str, Any]:
-        """The recorded arguments of one call."""
+        """The recorded arguments of one call.
+
+        A call a ``litellm.Router`` makes records the model group it was asked for, not the deployment the router
+        picked for it (at random, by load or latency): an unchanged replay then compares equal whichever deployment
+        is picked now.
+        """
         exclude = self.exclude
         out: dict[str, Any] = {}
+        group: Any = None
         for key, value in bound.items():
             if key == self.var_keyword and type(value) is dict:
+                group = _model_group(value) if group is None else group
                 for name, item in value.items():
                     if name not in exclude and not (type(name) is str and name.startswith("_")):
                         out[name] = _recordable(item)
             elif key not in exclude:
                 out[key] = _recordable(value)
+        if group is not None and "model" in out:
+            out["model"] = group
         return out
+
+
+def _model_group(kwargs: dict[str, Any]) -> str | None:
+    """The model group of a call a Router made (its ``metadata``), or None for a direct call."""
+    for key in ("metadata", "litellm_metadata"):
+        metadata = kwargs.get(key)
+        if isinstance(metadata, dict):
+            group = metadata.get("model_group")
+            if isinstance(group, str) and group:
+                return group
+    return None
 
 
 def _recordable(value: Any) -> Any:

@@ -416,9 +416,40 @@ def test_litellm_router_calls_are_recorded_and_replayed(
     name = "litellm.acompletion" if use_async else "litellm.completion"
     assert [b.name for b in trace.boundaries if b.kind == "llm"] == [name] * 2
     first = trace.find(name)[0].decode_input()
-    assert first["model"] == OPENAI and not {"model_info", "metadata", "litellm_trace_id"} & set(first)
+    assert first["model"] == "trader", "the model group asked for, not the deployment the router picked"
+    assert not {"model_info", "metadata", "litellm_trace_id"} & set(first)
     replayed, report = _replay_fixed(trace, oa)  # no drift: the Router's per-call ids and hashes are not recorded
     _check_replay(recorded, recorded_seen, replayed, report)
+
+
+def test_a_router_picking_among_deployments_replays_without_drift(
+    recorder: Recorder, servers: tuple[LLMServer, LLMServer], instrumented: list[str]
+) -> None:
+    oa, _ = servers
+    deployments = [
+        {"model_name": "trader", "litellm_params": {"model": f"openai/gpt-{name}", "api_base": f"{oa.url}/v1"}}
+        for name in ("a", "b", "c")
+    ]
+    router = litellm.Router(model_list=deployments)
+
+    @chronicle.boundary(kind="agent", name="litellm_agent.routed")
+    def routed(question: str) -> list[str]:
+        return [
+            str(router.completion(model="trader", messages=[{"role": "user", "content": f"{question} {i}"}],
+                                  api_key="sk-test").choices[0].message.content)
+            for i in range(4)
+        ]  # fmt: skip
+
+    oa.reply_with(*(Reply(f"answer {i}") for i in range(4)))
+    recorded = routed("which deployment?")
+    trace = chronicle.load_trace(recorder.path, "latest")
+    assert {b.decode_input()["model"] for b in trace.boundaries if b.kind == "llm"} == {"trader"}
+    before = oa.count()
+    for _ in range(4):  # the router picks other deployments each time: the recorded inputs still compare equal
+        with chronicle.replay(trace, stub={"kind:llm"}, strict=True) as run:
+            assert run.rerun() == recorded
+        assert run.report.ok and not run.report.drift, run.report
+    assert oa.count() == before
 
 
 # ------------------------------------------------------------------------------------ what a call records
