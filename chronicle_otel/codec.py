@@ -1592,6 +1592,28 @@ def _dec_inline(d: _Decoder, cls: type, raw: dict[str, Any], depth: int) -> Any:
         raise CodecError(f"cannot rebuild {_qualname(cls)} from the recorded data: {_short(exc)}") from None
 
 
+def _names_field(key: Any, declared: Mapping[str, Any]) -> bool:
+    """``key`` names a declared field, by its name or its alias."""
+    if key in declared:
+        return True
+    return any(getattr(field, "alias", None) == key for field in declared.values())
+
+
+def _needs_fields(cls: Any, declared: Mapping[str, Any]) -> bool:
+    """The class cannot be made of extra fields alone: it keeps none, or it has a required field."""
+    config = getattr(cls, "model_config", None)
+    if not isinstance(config, Mapping) or config.get("extra") != "allow":
+        return True
+    return any(_required(field) for field in declared.values())
+
+
+def _required(field: Any) -> bool:
+    try:
+        return bool(field.is_required())
+    except Exception:
+        return False
+
+
 def _construct_model(
     cls: Any, data: dict[str, Any], unset: list[str], private: dict[str, Any], set_extras: list[str] | None = None
 ) -> Any:
@@ -1604,6 +1626,10 @@ def _construct_model(
     """
     skip = set(unset)  # filled in with their defaults, as when recorded; passing them would mark them set
     declared = getattr(cls, "model_fields", None) or {}
+    if declared and data and not any(_names_field(key, declared) for key in data) and _needs_fields(cls, declared):
+        # not one recorded field is a field of the class: the recording names another class (a trace edited to name
+        # a class it was not made of) — an object of the class with none of its fields set would be handed over
+        raise TypeError(f"none of the recorded fields ({', '.join(sorted(map(str, data))[:5])}) is a field of it")
     values: dict[str, Any] = {}
     aliases: list[str] = []
     for key, val in data.items():

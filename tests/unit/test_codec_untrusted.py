@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import orjson
+import pydantic
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -335,3 +336,19 @@ def test_encode_never_raises() -> None:
         assert orjson.loads(data) is not None
     tagged_value = orjson.loads(encode(Hostile()))
     assert tagged_value["$type"] == "unencodable" and tagged_value["class"].endswith("Hostile")
+
+
+class _Quote(pydantic.BaseModel):
+    symbol: str
+    price: float
+
+
+class _Fill(pydantic.BaseModel):
+    filled: int = 0
+
+
+def test_a_model_recorded_as_another_class_whose_fields_it_does_not_have_is_refused() -> None:
+    data = encode(_Quote(symbol="MSFT", price=1.5)).decode().replace("._Quote", "._Fill")
+    with pytest.raises(CodecError, match=r"none of the recorded fields \(price, symbol\) is a field of it"):
+        decode(data, allow=(f"{__name__}.",))
+    assert decode(encode(_Fill()), allow=(f"{__name__}.",)) == _Fill(), "a model with no field set is rebuilt"
