@@ -44,7 +44,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, MutableSequence, Sequence
 from decimal import Decimal
 from pathlib import PurePath, PureWindowsPath
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import orjson
 
@@ -613,8 +613,12 @@ _MAX_EXCEPTION_ATTRS: Final = 32
 def exception_attrs(exc: BaseException) -> dict[str, Any]:
     """The public attributes of an exception that hold plain data (an SDK error's ``status_code``, ``body``…).
 
-    A replayed error then answers what handlers read; objects (an HTTP response) are left out.
+    A replayed error then answers what handlers read; objects (an HTTP response) are left out. A pydantic
+    ``ValidationError`` (the model's answer did not fit the schema) keeps its title and errors, from which it is
+    rebuilt.
     """
+    if type(exc).__name__ == "ValidationError" and _qualname(type(exc)) == _VALIDATION_ERROR:
+        return _validation_state(exc)
     try:
         namespace = object.__getattribute__(exc, "__dict__")
     except AttributeError:
@@ -626,6 +630,73 @@ def exception_attrs(exc: BaseException) -> dict[str, Any]:
         if type(key) is str and not key.startswith("_") and _plain(value, 4):
             attrs[key] = value
     return attrs
+
+
+_VALIDATION_ERROR: Final = "pydantic_core._pydantic_core.ValidationError"
+_MAX_LINE_ERRORS: Final = 256
+
+
+def _validation_state(exc: Any) -> dict[str, Any]:
+    """The title and the errors (type, location, message, input, context) of a pydantic ``ValidationError``."""
+    try:
+        title = exc.title
+        errors = exc.errors(include_url=False)
+    except Exception:
+        return {}
+    lines = []
+    for error in errors[:_MAX_LINE_ERRORS]:
+        line = {"type": error.get("type"), "loc": list(error.get("loc", ())), "msg": error.get("msg")}
+        if "input" in error:
+            line["input"] = error["input"]
+        if error.get("ctx"):
+            line["ctx"] = error["ctx"]
+        lines.append(line)
+    return {"title": title, "line_errors": lines}
+
+
+def _rebuilt_validation_error(attrs: Any) -> BaseException | None:
+    """A pydantic ``ValidationError`` made from its recorded title and errors, or None.
+
+    Made by pydantic's own public constructor, ``from_exception_data``, from data only; None when pydantic is not
+    imported or the data does not fit.
+
+    An error type pydantic does not know (a validator's ``PydanticCustomError``) comes back as a custom error with the
+    recorded message.
+    """
+    core = sys.modules.get("pydantic_core")
+    if core is None or type(attrs) is not dict:
+        return None
+    title, lines = attrs.get("title"), attrs.get("line_errors")
+    if type(title) is not str or type(lines) is not list or not all(type(x) is dict for x in lines):
+        return None
+    details = []
+    for line in lines:
+        detail: dict[str, Any] = {
+            "type": line.get("type"),
+            "loc": tuple(line.get("loc") or ()),
+            "input": line.get("input"),
+        }
+        if type(line.get("ctx")) is dict:
+            detail["ctx"] = line["ctx"]
+        details.append(detail)
+    try:
+        return cast(BaseException, core.ValidationError.from_exception_data(title, details))
+    except Exception:
+        pass
+    try:  # as custom errors: the recorded type and message
+        custom = [
+            {
+                "type": core.PydanticCustomError(
+                    str(x.get("type")), str(x.get("msg", "")).replace("{", "{{").replace("}", "}}")
+                ),
+                "loc": tuple(x.get("loc") or ()),
+                "input": x.get("input"),
+            }
+            for x in lines
+        ]
+        return cast(BaseException, core.ValidationError.from_exception_data(title, custom))
+    except Exception:
+        return None
 
 
 def _plain(value: Any, depth: int) -> bool:
@@ -1733,6 +1804,10 @@ def _dec_exception(d: _Decoder, v: dict[str, Any], depth: int) -> Any:
     if type(raw_attrs) is not dict:
         raise TypeError("'attrs' must be a mapping")
     attrs = d.value(raw_attrs, depth)
+    if name == _VALIDATION_ERROR:  # made by pydantic's own constructor from data: never a class the trace chose
+        rebuilt = _rebuilt_validation_error(attrs)
+        if rebuilt is not None:
+            return rebuilt
     cls = _BUILTIN_EXCEPTIONS.get(name) if name.startswith("builtins.") else d.resolve(name, _is_exception)
     if cls is not None:
         # Made by its constructor from the recorded args (what __init__ derives: errno, a private attribute), then

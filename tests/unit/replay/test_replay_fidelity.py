@@ -8,6 +8,7 @@ import dataclasses
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+import pydantic
 import pytest
 
 import chronicle_otel as chronicle
@@ -357,3 +358,42 @@ def test_a_stream_cancelled_by_a_timeout_yields_its_items_then_is_cancelled_agai
     with pytest.raises(ReplayDivergence), chronicle.replay(trace) as run:
         run.rerun()
     assert [f.kind for f in run.report.divergences] == ["not-cancelled"], run.report
+
+
+class _Order(pydantic.BaseModel):
+    symbol: str
+    quantity: int
+
+    @pydantic.field_validator("quantity")
+    @classmethod
+    def _positive(cls, value: int) -> int:
+        if value <= 0:
+            raise ValueError("must be positive")
+        return value
+
+
+@chronicle.boundary(kind="llm", name="fidelity.extract")
+def _extract(answer: dict[str, Any]) -> _Order:
+    return _Order.model_validate(answer)  # structured output: the model's answer may not fit the schema
+
+
+@chronicle.boundary(kind="agent", name="fidelity.extracting")
+def _extracting(answer: dict[str, Any]) -> str:
+    try:
+        return f"order {_extract(answer).quantity}"
+    except pydantic.ValidationError as exc:  # the app's fallback when the model's answer does not fit
+        return f"invalid: {[(e['type'], e['loc']) for e in exc.errors()]}"
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [{"symbol": "MSFT", "quantity": "many"}, {"symbol": "MSFT"}, {"symbol": "MSFT", "quantity": -1}],
+    ids=["int_parsing", "missing", "value_error"],
+)
+def test_a_schema_failure_replays_as_the_validation_error_it_was(recorder: Recorder, answer: dict[str, Any]) -> None:
+    recorded = _extracting(answer)
+    assert recorded.startswith("invalid: ")
+    trace = chronicle.load_trace(recorder.path, "latest")
+    with chronicle.replay(trace, stub={"kind:llm"}) as run:
+        assert run.rerun() == recorded, "the except clause for pydantic.ValidationError ran again"
+    assert run.report.ok and not run.report.drift, run.report
