@@ -456,6 +456,8 @@ class Trace:
         root: the outermost boundary (None when the trace has no boundary).
         source: where it was loaded from.
         warnings: problems found while loading (missing root span, missing payloads…).
+        conflicts: span ids the source held more than once with different payloads (an edited or damaged source;
+            the most complete copy is kept, and a replay reports the call).
     """
 
     trace_id: str
@@ -464,6 +466,7 @@ class Trace:
     root: Boundary | None
     source: str = ""
     warnings: tuple[str, ...] = ()
+    conflicts: tuple[str, ...] = ()
 
     def __repr__(self) -> str:
         root = self.root.name if self.root else None

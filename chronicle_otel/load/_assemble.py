@@ -7,6 +7,7 @@ chains are walked without recursion and every count is bounded (the data is untr
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import count
@@ -390,11 +391,21 @@ def assemble(
 ) -> Trace:
     """The one assembly path of every source: merge pieces, pick the trace, build it with payloads from ``payloads``."""
     with gc_paused():  # reading and building make many objects and no cycles
-        traces = merge(spans)
+        conflicts: dict[str, set[str]] = {}
+        traces = merge(spans, conflicts)
         chosen = _select(traces, trace_id, source)
         records = list(traces[chosen].values())
         fetch = payloads.fetcher(chosen, records) if payloads is not None else None
-        return build_trace(chosen, records, fetch=fetch, allow=allow, source=source)
+        trace = build_trace(chosen, records, fetch=fetch, allow=allow, source=source)
+        conflicting = sorted(conflicts.get(chosen, ()))
+        if not conflicting:
+            return trace
+        said = [
+            f"span {span_id} is in the source more than once with different payloads (an edited or damaged "
+            "source: not a retry); the most complete copy is kept, and a replay reports the call"
+            for span_id in conflicting[:20]
+        ]
+        return dataclasses.replace(trace, warnings=(*trace.warnings, *said), conflicts=tuple(conflicting))
 
 
 class PayloadSources:

@@ -12,6 +12,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Final
 
+from .. import semconv
 from ..errors import TraceLoadError
 from ..model import SpanRecord, _span_record
 
@@ -597,15 +598,34 @@ def _plain_span(
     )
 
 
-def merge(spans: Iterable[SpanRecord]) -> dict[str, dict[str, SpanRecord]]:
-    """Group spans by trace, merging duplicates (retries) and split copies of one span."""
+def merge(
+    spans: Iterable[SpanRecord], conflicts: dict[str, set[str]] | None = None
+) -> dict[str, dict[str, SpanRecord]]:
+    """Group spans by trace, merging duplicates (retries) and split copies of one span.
+
+    Copies of one span whose payloads differ (both carry a payload hash, and the hashes differ: not a retry, an
+    edited or damaged source) are added to ``conflicts`` (trace id -> span ids); the most complete copy is kept.
+    """
     traces: dict[str, dict[str, SpanRecord]] = {}
     for span in spans:
         by_id = traces.setdefault(span.trace_id, {})
         seen = by_id.get(span.span_id)
+        if seen is not None and conflicts is not None and _payloads_differ(seen, span):
+            conflicts.setdefault(span.trace_id, set()).add(span.span_id)
         if seen is None or _completeness(span) > _completeness(seen):
             by_id[span.span_id] = span
     return traces
+
+
+_PAYLOAD_HASHES: Final = tuple(keys.hash for keys in semconv.PAYLOAD_KEYS)
+
+
+def _payloads_differ(a: SpanRecord, b: SpanRecord) -> bool:
+    for key in _PAYLOAD_HASHES:
+        x, y = a.attributes.get(key), b.attributes.get(key)
+        if x is not None and y is not None and x != y:
+            return True
+    return False
 
 
 def _completeness(span: SpanRecord) -> tuple[int, int, int]:

@@ -169,6 +169,17 @@ class ReplayRun:
         if self._finished:
             return self.report
         self._finished = True
+        conflicting = set(self.trace.conflicts)
+        for b in self.trace.boundaries if conflicting else ():
+            if b.span_id in conflicting:
+                self.report.divergences.append(
+                    Finding(
+                        "conflicting-recordings",
+                        b.call_key,
+                        f"the source holds span {b.span_id} more than once with different payloads (edited or "
+                        "damaged): the replay used the most complete copy, which may not be what was recorded",
+                    )
+                )
         for b in self._recordings.unused():
             if b.parent is not None and b.parent.span_id in self._ran_live_ids:
                 self.report.changes.append(

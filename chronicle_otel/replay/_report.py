@@ -118,7 +118,7 @@ class Finding:
     Attributes:
         kind: divergences ``unexpected-call``, ``unused-recording``, ``input-mismatch``, ``order``, ``live-llm``,
             ``network``, ``override-unused``, ``unresolved``, ``undecodable``, ``not-cancelled``,
-            ``past-recording``; drift ``input-drift``, ``unrecorded-live``; changes
+            ``past-recording``, ``conflicting-recordings``; drift ``input-drift``, ``unrecorded-live``; changes
             ``output-changed``; ``override``; ``session``.
         call_key: the call key concerned (recorded key for recordings, actual key for calls).
         message: one line saying what happened.

@@ -129,3 +129,38 @@ def test_a_root_input_that_cannot_be_rebuilt_is_refused_unless_given(recorder: R
     with chronicle.replay(trace, on_missing="live") as run:
         assert run.rerun(order=Order()) == "Order"
     assert not [f for f in run.report.divergences if f.kind == "unresolved"]
+
+
+def test_two_copies_of_a_span_with_different_payloads_are_said_and_a_divergence(
+    recorder: Recorder, tmp_path: Path
+) -> None:
+    agent("sell")
+    honest = _collector_file(recorder, tmp_path, lambda attrs: None)
+    lines = honest.read_text().splitlines()
+    forged = json.loads(lines[0])
+    other = '{"shares":999999,"symbol":"MSFT"}'
+    found = False
+    for resource in forged["resourceSpans"]:
+        for scope in resource["scopeSpans"]:
+            for span in scope["spans"]:
+                attrs = {a["key"]: a for a in span["attributes"]}
+                if attrs.get(sc.BOUNDARY_NAME, {}).get("value", {}).get("stringValue") == "damaged.plan":
+                    attrs[sc.OUTPUT]["value"] = {"stringValue": other}
+                    attrs[sc.OUTPUT_HASH]["value"] = {"stringValue": text_digest(other)}
+                    span["attributes"] = list(attrs.values())
+                    found = True
+    assert found
+    path = tmp_path / "forged.jsonl"
+    path.write_text(json.dumps(forged) + "\n" + "\n".join(lines) + "\n")  # the forged copy first
+    trace = chronicle.load_trace(path)
+    [planned] = trace.find("damaged.plan")
+    assert trace.conflicts == (planned.span_id,)
+    assert any("more than once with different payloads" in w for w in trace.warnings)
+    with chronicle.replay(trace, stub={"kind:llm"}) as run:
+        run.rerun()
+    assert not run.report.ok
+    assert [f.kind for f in run.report.divergences] == ["conflicting-recordings"]
+    retried = tmp_path / "retried.jsonl"  # an exporter's retry: the same copy twice, no conflict
+    retried.write_text(honest.read_text() * 2)
+    again = chronicle.load_trace(retried)
+    assert again.conflicts == () and not again.warnings
