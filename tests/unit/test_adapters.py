@@ -196,9 +196,7 @@ def test_a_stream_that_fails_replays_its_items_then_its_error(recorder: Recorder
     assert run.report.ok, run.report
 
 
-def test_a_consumer_editing_read_items_in_place_never_changes_the_recording(
-    recorder: Recorder, client: Client
-) -> None:
+def test_a_consumer_editing_read_items_in_place_never_changes_the_recording(recorder: Recorder, client: Client) -> None:
     @chronicle.boundary(kind="agent", name="adapters.editing")
     def editing(client: Client) -> list[str]:
         tokens: list[Token] = []

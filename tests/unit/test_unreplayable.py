@@ -98,13 +98,13 @@ def test_gen_test_refuses_to_stub_an_unreplayable_call_unless_told(recorder: Rec
     assert not (tmp_path / "regressions").exists(), "nothing written"
     code, _, err = run("gen-test", tid, "--store", store, "--out", out_dir, "--live", "unrep.plan")
     assert code == 0, err  # the call runs live: its recording is not used
-    code, out, err = run(
+    code, _, err = run(
         "gen-test", tid, "--store", store, "--out", out_dir, "--name", "anyway", "--allow-unreplayable",
         "--allow", "mylib.", "--json",
     )  # fmt: skip
     assert code == 0, err
     source = (tmp_path / "regressions" / "test_anyway.py").read_text()
-    assert "allow=[\"mylib.\"]" in source
+    assert 'allow=["mylib."]' in source
     code, _, err = run("gen-test", tid, "--store", store, "--out", out_dir, "--name", "bad", "--allow", "x; import os")
     assert code == 2 and "--allow" in err
 

@@ -122,9 +122,11 @@ def test_a_call_relabelled_as_another_kind_is_still_stubbed_by_the_kind_the_code
 def test_a_root_input_that_cannot_be_rebuilt_is_refused_unless_given(recorder: Recorder, tmp_path: Path) -> None:
     typed_root(Order())
     trace = chronicle.load_trace(recorder.path, "latest")
-    with pytest.raises(ReplayDivergence, match=r"recorded input of the root holds .*Order"):
-        with chronicle.replay(trace) as run:
-            run.rerun()
+    with (
+        pytest.raises(ReplayDivergence, match=r"recorded input of the root holds .*Order"),
+        chronicle.replay(trace) as run,
+    ):
+        run.rerun()
     assert [f.kind for f in run.report.divergences] == ["unresolved", "unused-recording"]
     with chronicle.replay(trace, on_missing="live") as run:
         assert run.rerun(order=Order()) == "Order"
