@@ -323,6 +323,9 @@ def _plain(value: Any, depth: int) -> Any:
         if tag in ("pydantic", "dataclass", "namedtuple", "custom"):
             fields = _plain(value["fields"] if "fields" in value else value.get("data"), depth + 1)
             if isinstance(fields, dict):
+                extra = fields.get("_extra") if tag == "custom" else None
+                if isinstance(extra, dict):  # a registered model encoding (LiteLLM's): its extra fields beside
+                    fields = {k: v for k, v in fields.items() if not k.startswith("_")} | extra
                 fields[_CLASS] = value.get("class")
             return fields
         if tag == "dict":

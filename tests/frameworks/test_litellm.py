@@ -690,3 +690,19 @@ def test_a_new_process_replays_offline_with_the_bundled_price_list(
     assert result["ok"], result["report"]  # a request to any host but this one would be a divergence
     assert result["order"]["status"] == "blocked" and result["cost_map"] == "local"
     assert oa.count() == count
+
+
+def test_a_recorded_stream_is_shown_as_the_message_it_carries(
+    recorder: Recorder, servers: tuple[LLMServer, LLMServer], instrumented: list[str]
+) -> None:
+    oa, _ = servers
+    oa.reply_with(Reply("Sold 1000 shares of MSFT"))
+    stream = litellm.completion(
+        model=OPENAI, messages=[{"role": "user", "content": "sell"}], stream=True, **_connection(OPENAI, oa.url)
+    )
+    assert "".join(c.choices[0].delta.content or "" for c in stream) == "Sold 1000 shares of MSFT"
+    trace = chronicle.load_trace(recorder.path, "latest")
+    [call] = trace.find("litellm.completion")
+    assert call.raw_output is not None
+    message = chronicle.assemble(json.loads(call.raw_output.text))  # as `chronicle show` reads it: no class rebuilt
+    assert message is not None and message.text == "Sold 1000 shares of MSFT" and message.finish_reason == "stop"
