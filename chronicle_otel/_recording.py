@@ -28,6 +28,7 @@ from opentelemetry.trace import Status, StatusCode
 from . import semconv
 from ._call_index import enter_frame, next_call_index
 from ._genai import add_openinference_io, request_attributes, response_attributes
+from ._internal.errors import warn_once
 from ._internal.hooks import ReplayExtra
 from ._internal.session_attrs import SESSION_ATTRIBUTES, AttributeValue
 from ._internal.span_attrs import set_clean_attributes
@@ -215,6 +216,16 @@ class Call:
                     add_openinference_io(attrs)
                 if attrs:
                     set_clean_attributes(span, attrs)
+                    dropped = getattr(span, "dropped_attributes", 0)  # the SDK's span; another API's has none
+                    if dropped:
+                        warn_once(
+                            "attribute-limit",
+                            "chronicle_otel: the span of boundary %r holds more attributes than the span limit "
+                            "(OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT, 128 by default): the SDK dropped %d, session variables "
+                            "first; raise the limit or set fewer session variables",
+                            self.spec.name,
+                            dropped,
+                        )
                 config = self.config
                 buffer = config.payload_buffer
                 if config.upload_all:
@@ -246,17 +257,19 @@ def begin(
         parent_ctx = context_api.get_current()
         if parent_ctx.get(_SUPPRESS_KEY):
             return None
-        attrs: dict[str, AttributeValue] = dict(spec.static_for(config.redact))
+        session = SESSION_ATTRIBUTES.get()
+        if config.session or session:
+            # Session variables first: past the span's attribute limit the SDK drops the oldest, and the boundary's
+            # own attributes (name, kind, call index, payloads) are what a replay cannot do without.
+            attrs: dict[str, AttributeValue] = {**config.session, **session} if session else dict(config.session)
+            attrs.update(spec.static_for(config.redact))
+        else:
+            attrs = dict(spec.static_for(config.redact))
         attrs[semconv.CALL_INDEX] = next_call_index(parent_ctx, spec.name)
         if stream:
             attrs[semconv.STREAM] = True
         if config.openinference:
             attrs[semconv.OPENINFERENCE_SPAN_KIND] = spec.openinference_kind
-        if config.session:
-            attrs.update(config.session)
-        session = SESSION_ATTRIBUTES.get()
-        if session:
-            attrs.update(session)
         links = None
         if extra is not None:
             attrs.update(extra.attributes)

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from typing import Any
 
@@ -129,3 +130,25 @@ def test_a_session_made_before_configure_is_redacted_by_the_rules_configured_sin
     assert len(spans) == 2
     for span in spans:
         assert (span.attributes or {})[f"{sc.SESSION_PREFIX}iban"] == "[REDACTED]"
+
+
+def test_more_session_variables_than_the_span_limit_never_cost_the_boundary_its_own_attributes(
+    recorder: Recorder, caplog: pytest.LogCaptureFixture
+) -> None:
+    @chronicle.boundary(kind="llm", name="limits.plan")
+    def plan(request: str) -> str:
+        return request.upper()
+
+    with (
+        caplog.at_level(logging.WARNING, logger="chronicle_otel"),
+        chronicle.session(**{f"var{i}": i for i in range(140)}),
+    ):
+        plan("sell")
+    attrs = recorder.attrs("limits.plan")
+    for key in (sc.BOUNDARY_NAME, sc.BOUNDARY_KIND, sc.CALL_INDEX, sc.CODEC, sc.INPUT, sc.OUTPUT, sc.OUTPUT_HASH):
+        assert key in attrs, key
+    assert len(attrs) == 128 and sum(k.startswith(sc.SESSION_PREFIX) for k in attrs) < 140
+    said = [r.getMessage() for r in caplog.records if "span limit" in r.getMessage()]
+    assert len(said) == 1 and "'limits.plan'" in said[0] and "session variables first" in said[0]
+    trace = chronicle.load_trace(recorder.path, "latest")
+    assert [b.name for b in trace.boundaries] == ["limits.plan"]
