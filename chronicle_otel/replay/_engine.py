@@ -567,9 +567,16 @@ class ReplayRun:
                 "a ReplayedError in its place; select the boundary live, or override it (override=)"
             )
         else:
-            modules = sorted({n.rsplit(".", 1)[0].split(".")[0] + "." for n in names})
+            tops = {n.rsplit(".", 1)[0].split(".")[0] for n in names}
+            stdlib = sorted(t for t in tops if t in sys.stdlib_module_names or t == "builtins")
+            modules = sorted(f"{t}." for t in tops - set(stdlib))
             hint = f"pass allow={modules!r}" if self.options.allow is None else f"add {modules!r} to allow="
-            advice = f"import the module that defines it, or {hint}"
+            advice = f"import the module that defines it, or {hint}" if modules else ""
+            if stdlib:  # os.system, subprocess.Popen: not values a boundary returns; never allow them
+                advice += ("; " if advice else "") + (
+                    f"a class of {', '.join(stdlib)} (standard library) is not a value chronicle records: the trace "
+                    "was probably edited; do not allow it"
+                )
         # under the default allow-list a divergence; with allow= given, the placeholders were asked for
         findings = self.report.divergences if self.options.allow is None else self.report.drift
         findings.append(

@@ -3,6 +3,7 @@ root input that cannot be rebuilt) never let a replay answer silently: each is a
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -166,3 +167,29 @@ def test_two_copies_of_a_span_with_different_payloads_are_said_and_a_divergence(
     retried.write_text(honest.read_text() * 2)
     again = chronicle.load_trace(retried)
     assert again.conflicts == () and not again.warnings
+
+
+@dataclasses.dataclass
+class Fill:
+    shares: int
+
+
+@chronicle.boundary(kind="llm", name="damaged.fill")
+def fill() -> Fill:
+    return Fill(1000)
+
+
+def test_the_advice_for_a_standard_library_class_is_never_to_allow_it(recorder: Recorder, tmp_path: Path) -> None:
+    fill()
+
+    def rename(attrs: dict[str, Any]) -> None:
+        text = attrs[sc.OUTPUT]["value"]["stringValue"].replace(f"{__name__}.Fill", "subprocess.Popen")
+        attrs[sc.OUTPUT]["value"] = {"stringValue": text}
+        attrs[sc.OUTPUT_HASH]["value"] = {"stringValue": text_digest(text)}
+
+    trace = chronicle.load_trace(_collector_file(recorder, tmp_path, _of("damaged.fill", rename)))
+    with chronicle.replay(trace, stub={"kind:llm"}) as run:
+        run.rerun()
+    [finding] = run.report.divergences
+    assert finding.kind == "unresolved" and "subprocess.Popen" in finding.message
+    assert "do not allow it" in finding.message and "allow=" not in finding.message
