@@ -67,6 +67,12 @@ test: install install-services $(LLAMAINDEX_VENV)/.installed
 	$(BIN)/python -m coverage combine -q
 	$(BIN)/python -m coverage report
 
+# A wheel of the package in dist/ (pip install dist/chronicle_otel-*.whl), built by pip with the pyproject backend.
+.PHONY: dist
+dist: install
+	rm -rf dist
+	$(BIN)/python -m pip wheel -q --no-deps . -w dist
+
 test-unit: install
 	$(BIN)/python -m pytest tests/unit
 
