@@ -1,4 +1,4 @@
-"""Every ```python block of the README runs as written."""
+"""The README's quickstart records into the store as it says (tests/unit/test_docs.py runs every block)."""
 
 from __future__ import annotations
 
@@ -8,29 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from chronicle_otel.store import is_store
 
 REPO = Path(__file__).resolve().parents[2]
-BLOCKS = re.findall(r"```python\n(.*?)```", (REPO / "README.md").read_text(encoding="utf-8"), re.DOTALL)
-
-
-def test_readme_has_examples() -> None:
-    assert len(BLOCKS) >= 5
-
-
-@pytest.mark.parametrize("index", range(len(BLOCKS)))
-def test_readme_example_runs(index: int, tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CHRONICLE_", "OTEL_"))}
-    env["PYTHONPATH"] = str(REPO)
-    # An example that names object storage talks to a dead loopback port, never to a real endpoint.
-    env.update(AWS_ENDPOINT_URL_S3="http://127.0.0.1:9", AWS_ACCESS_KEY_ID="example", AWS_SECRET_ACCESS_KEY="example")
-    result = subprocess.run(
-        [sys.executable, "-c", BLOCKS[index]], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
-    )
-    assert result.returncode == 0, f"README example {index} failed:\n{BLOCKS[index]}\n{result.stderr}"
-    assert "Traceback" not in result.stderr
+BLOCKS = re.findall(r"^```python\n(.*?)^```", (REPO / "README.md").read_text(encoding="utf-8"), re.M | re.S)
 
 
 def test_quickstart_records_into_the_store(tmp_path: Path) -> None:
