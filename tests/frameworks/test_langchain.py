@@ -13,11 +13,6 @@ from typing import Any
 
 import openai
 import pytest
-from langchain_core.language_models.chat_models import BaseChatModel
-from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage, ToolMessage
-from langchain_core.tools import BaseTool, tool
-from langchain_openai import ChatOpenAI
-from langgraph.types import Command, Send
 
 import chronicle_otel as chronicle
 from chronicle_otel import semconv as sc
@@ -25,12 +20,26 @@ from chronicle_otel.integrations import langchain as chronicle_langchain
 from chronicle_otel.integrations import openai as chronicle_openai
 from chronicle_otel.model import Trace
 from tests.conftest import Recorder
-from tests.frameworks import langchain_agent as agent
 from tests.llm_servers import LLMServer, Reply, anthropic_server, openai_server
 
 INVOKE = chronicle_langchain.CHAT_MODEL_INVOKE
 STREAM = chronicle_langchain.CHAT_MODEL_STREAM
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def frameworks() -> None:
+    """LangChain, LangGraph and the agent, imported when the first test here runs: at collection they cost seconds
+    in every process, xdist workers included."""
+    global agent, BaseChatModel, AIMessage, AIMessageChunk, HumanMessage, ToolMessage, BaseTool, tool, ChatOpenAI
+    global Command, Send
+    from langchain_core.language_models.chat_models import BaseChatModel
+    from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage, ToolMessage
+    from langchain_core.tools import BaseTool, tool
+    from langchain_openai import ChatOpenAI
+    from langgraph.types import Command, Send
+
+    from tests.frameworks import langchain_agent as agent
 
 
 @pytest.fixture(autouse=True)

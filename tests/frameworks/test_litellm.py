@@ -20,9 +20,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import litellm
 import pytest
-from litellm import completion  # before instrument(): instrument() rebinds it
 
 import chronicle_otel as chronicle
 from chronicle_otel import semconv as sc
@@ -32,6 +30,24 @@ from chronicle_otel.integrations import openai as chronicle_openai
 from chronicle_otel.model import Trace
 from tests.conftest import Recorder
 from tests.llm_servers import LLMServer, Reply, anthropic_server, openai_server
+
+
+def _import_litellm() -> None:
+    """Binds ``litellm`` and its ``completion`` in this module."""
+    global litellm, completion
+    import litellm
+    from litellm import completion  # before instrument(): instrument() rebinds it
+
+
+@pytest.fixture(autouse=True, scope="module")
+def litellm_imported() -> None:
+    """LiteLLM, imported when the first test here runs: at collection it costs seconds in every process, xdist
+    workers included."""
+    _import_litellm()
+
+
+if "litellm" in sys.modules:  # a process that loaded LiteLLM first (the fresh-process replay below): bind it now
+    _import_litellm()
 
 pytestmark = [
     # LiteLLM's own TypedDicts (pydantic says so when LiteLLM builds their schemas lazily, on a first call)
