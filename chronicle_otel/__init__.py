@@ -31,8 +31,6 @@ from .version import __version__
 
 if TYPE_CHECKING:
     from ._assembled import Assembled, assemble
-    from ._boundary import BoundaryKind, boundary, call, instrument, uninstrument
-    from ._session import session
     from .codec import register_type
     from .config import (
         CaptureOptions,
@@ -59,6 +57,7 @@ if TYPE_CHECKING:
     from .export import ChronicleExporter
     from .load import LoadLimits, load_trace
     from .model import Boundary, Trace
+    from .record import BoundaryKind, boundary, call, instrument, session, uninstrument
     from .replay import ReplayedError, ReplayReport, ReplayRun, replay
     from .store import LocalStore, TraceSummary
 
@@ -107,8 +106,7 @@ __all__ = [
 # Public name -> the module that defines it. Recording names load the boundary module first, so that
 # configure(local=True).boundary(...) always finds the decorator.
 _EXPORTS: dict[str, str] = {
-    **dict.fromkeys(("BoundaryKind", "boundary", "call", "instrument", "uninstrument"), "._boundary"),
-    "session": "._session",
+    **dict.fromkeys(("BoundaryKind", "boundary", "call", "instrument", "session", "uninstrument"), ".record"),
     **dict.fromkeys(("Assembled", "assemble"), "._assembled"),
     "register_type": ".codec",
     **dict.fromkeys(
@@ -156,6 +154,7 @@ _SUBMODULES = frozenset(
         "load",
         "model",
         "pytest_plugin",
+        "record",
         "redact",
         "replay",
         "semconv",
@@ -169,7 +168,7 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is not None:
         if module == ".config":
-            _importlib.import_module("._boundary", __name__)
+            _importlib.import_module(".record._boundary", __name__)
         value = getattr(_importlib.import_module(module, __name__), name)
         if isinstance(value, type) or callable(value):
             with _contextlib.suppress(AttributeError, TypeError):

@@ -11,10 +11,10 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import semconv
-from .._genai import field_of, finish_reasons, outcome_attributes, response_attributes, usage_attributes
-from .._instrument import instrument, uninstrument
-from ..adapters import Arguments, AsyncReplayedStream, ReplayedStream, StreamAdapter
 from ..errors import ConfigError
+from ..record._genai import field_of, finish_reasons, outcome_attributes, response_attributes, usage_attributes
+from ..record._instrument import instrument, uninstrument
+from ..record.adapters import Arguments, AsyncReplayedStream, ReplayedStream, StreamAdapter
 
 _lock = threading.Lock()
 

@@ -45,11 +45,11 @@ from urllib.parse import urlsplit, urlunsplit
 import orjson
 import wrapt
 
-from .._genai import response_attributes
 from .._internal.errors import handle_internal_errors, warn_once
-from ..adapters import StreamAdapter, StreamEnd, StreamRecorder, StreamReplay, record_stream
 from ..codec import UnresolvedObject, register_type
 from ..errors import ReplayDivergence
+from ..record._genai import response_attributes
+from ..record.adapters import StreamAdapter, StreamEnd, StreamRecorder, StreamReplay, record_stream
 
 __all__ = ["HEAD_TYPE_NAME", "RESPONSE_TYPE_NAME", "ResponseHead", "SdkResponses", "response_adapter"]
 

@@ -33,7 +33,7 @@ from types import TracebackType
 from typing import Any
 
 from .._internal.errors import warn_once
-from ..adapters import RecordingProxy, StreamAdapter, StreamRecorder, StreamReplay, record_stream
+from ..record.adapters import RecordingProxy, StreamAdapter, StreamRecorder, StreamReplay, record_stream
 from ._common import (
     Method,
     default_stand_in,

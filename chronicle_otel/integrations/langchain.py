@@ -61,14 +61,14 @@ import wrapt
 from opentelemetry import trace as trace_api
 
 from .. import semconv
-from .._genai import usage_attributes
 from .._internal import hooks
 from .._internal.errors import handle_internal_errors, warn_once
-from .._spec import BoundaryKind, wrap
-from ..adapters import Arguments
 from ..codec import register_type
 from ..config import get_config
 from ..errors import ChronicleError
+from ..record._genai import usage_attributes
+from ..record._spec import BoundaryKind, wrap
+from ..record.adapters import Arguments
 from ._common import require
 
 __all__ = ["CHAT_MODEL_INVOKE", "CHAT_MODEL_STREAM", "PACKAGES", "TOOL", "instrument", "uninstrument"]

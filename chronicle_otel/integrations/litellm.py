@@ -71,8 +71,9 @@ from opentelemetry import trace as trace_api
 from .. import semconv
 from .._internal import hooks
 from .._internal.errors import warn_once
-from .._spec import BoundaryKind, Wrapper, wrap
-from ..adapters import (
+from ..codec import register_type
+from ..record._spec import BoundaryKind, Wrapper, wrap
+from ..record.adapters import (
     Arguments,
     RecordingAsyncStream,
     RecordingStream,
@@ -81,7 +82,6 @@ from ..adapters import (
     StreamRecorder,
     StreamReplay,
 )
-from ..codec import register_type
 from ._common import chat_chunk_attributes, require, response_event_attributes
 
 __all__ = ["EXCLUDED", "instrument", "uninstrument"]

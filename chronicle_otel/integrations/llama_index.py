@@ -51,16 +51,16 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, Final
 
 from .. import semconv
-from .._genai import attribute_scalar, field_of, response_attributes
-from .._instrument import _Instrumented
-from .._instrument import instrument as _instrument_method
-from .._instrument import uninstrument as _uninstrument_method
 from .._internal import hooks
 from .._internal.errors import handle_internal_errors
-from .._spec import BoundaryKind, Wrapper, wrap
-from ..adapters import Arguments, AsyncReplayedStream, ReplayedStream, StreamAdapter, StreamReplay
 from ..codec import register_type
 from ..config import get_config
+from ..record._genai import attribute_scalar, field_of, response_attributes
+from ..record._instrument import _Instrumented
+from ..record._instrument import instrument as _instrument_method
+from ..record._instrument import uninstrument as _uninstrument_method
+from ..record._spec import BoundaryKind, Wrapper, wrap
+from ..record.adapters import Arguments, AsyncReplayedStream, ReplayedStream, StreamAdapter, StreamReplay
 from ._common import chat_chunk_attributes, require
 
 __all__ = ["LLM_METHODS", "TOOL_METHODS", "TOOL_PREFIX", "instrument", "uninstrument"]

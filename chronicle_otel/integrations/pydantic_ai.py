@@ -53,14 +53,14 @@ from typing import TYPE_CHECKING, Any, Final
 import wrapt
 
 from .. import semconv
-from .._genai import usage_attributes
-from .._instrument import instrument as _instrument_attribute
-from .._instrument import uninstrument as _uninstrument_attribute
 from .._internal import hooks
 from .._internal.errors import handle_internal_errors
-from .._spec import BoundaryKind, Wrapper, wrap
-from ..adapters import Arguments, RecordingProxy, StreamAdapter, StreamRecorder, StreamReplay
 from ..errors import ReplayDivergence
+from ..record._genai import usage_attributes
+from ..record._instrument import instrument as _instrument_attribute
+from ..record._instrument import uninstrument as _uninstrument_attribute
+from ..record._spec import BoundaryKind, Wrapper, wrap
+from ..record.adapters import Arguments, RecordingProxy, StreamAdapter, StreamRecorder, StreamReplay
 from ._common import require
 
 __all__ = ["MODEL_REQUEST", "MODEL_REQUEST_STREAM", "TOOL", "VOLATILE_FIELDS", "instrument", "uninstrument"]

@@ -8,10 +8,10 @@ from typing import Any
 import orjson
 
 from .._internal.names import qualified_name
-from .._payloads import encode_stream, item_snapshot
 from ..codec import encode, same_encoding
 from ..errors import ReplayError
 from ..model import Boundary
+from ..record._payloads import encode_stream, item_snapshot
 from ..redact import Redactor, error_secrets, scrub_text
 from ._report import Finding, diff_lines
 

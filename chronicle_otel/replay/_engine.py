@@ -29,11 +29,11 @@ from .._internal.hooks import BoundarySpec, ReplayExtra
 from .._internal.names import qualified_name
 from .._internal.streams import AsyncStreamDriver, StreamDriver
 from .._internal.unreplayable import classes_in
-from .._session import current_session
 from ..codec import UnresolvedObject, encode_unscanned, value_scan
 from ..config import get_config, isolated
 from ..errors import CodecError, ConfigError, NetworkBlockedError, ReplayDivergence, ReplayError
 from ..model import Boundary, ReplayedError, Trace, format_key
+from ..record._session import current_session
 from ..redact import Redactor
 from ._compare import Comparer, describe
 from ._matching import _VERIFIED, CallInput, Frame, Recordings, check_selectors, matches, resolve_overrides

@@ -11,10 +11,10 @@ from typing import Any
 
 from .._internal.digest import payload_digest
 from .._internal.gc_pause import gc_paused
-from .._spec import BoundaryKind
 from ..codec import same_encoding
 from ..errors import ConfigError
 from ..model import Boundary, CallKey, Payload, Trace, format_key
+from ..record._spec import BoundaryKind
 from ._report import Finding
 
 _MAX_LISTED = 20

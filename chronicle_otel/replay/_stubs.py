@@ -10,9 +10,9 @@ import orjson
 
 from .._assembled import Assembled, RebuildError, rebuild
 from .._internal.hooks import Shape
-from ..adapters import StreamAdapter, StreamReplay
 from ..errors import ReplayDivergence, ReplayError
 from ..model import Boundary
+from ..record.adapters import StreamAdapter, StreamReplay
 
 Answer = Callable[[], "tuple[Any, BaseException | None]"]
 """What a stub answers, computed when it runs: ``(output, error)``; for a stream, the items and the error after them."""

@@ -8,8 +8,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import chronicle_otel as chronicle
-from chronicle_otel import _call_index
 from chronicle_otel import semconv as sc
+from chronicle_otel.record import _call_index
 
 
 @chronicle.boundary(kind="tool", name="idx.step")

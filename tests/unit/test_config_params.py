@@ -60,7 +60,7 @@ def test_configuration_internals_never_import_config(module: str) -> None:
 
 
 def test_the_decorator_module_fills_the_registry() -> None:
-    from chronicle_otel import _boundary
+    from chronicle_otel.record import _boundary
 
     assert boundary_factory.factory() is _boundary.boundary
 

@@ -220,7 +220,7 @@ def test_at_the_recursion_limit_the_function_keeps_its_own_value_and_exception(
 ) -> None:
     """Near the recursion limit, recording (or reporting its own failure) raises RecursionError: the call's record
     is lost, never what the function returned or raised."""
-    from chronicle_otel import _recording
+    from chronicle_otel.record import _recording
 
     def overflow(*args: Any, **kwargs: Any) -> None:
         raise RecursionError("maximum recursion depth exceeded")

@@ -21,7 +21,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 import chronicle_otel as chronicle
 from chronicle_otel import codec
 from chronicle_otel import semconv as sc
-from chronicle_otel._payloads import encode_stream
+from chronicle_otel.record._payloads import encode_stream
 from chronicle_otel.redact import (
     DEFAULT_KEY_PATTERNS,
     DEFAULT_SECRET_PATTERN,

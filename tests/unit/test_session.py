@@ -9,7 +9,7 @@ import pytest
 
 import chronicle_otel as chronicle
 from chronicle_otel import semconv as sc
-from chronicle_otel._session import current_session
+from chronicle_otel.record._session import current_session
 from tests.conftest import Recorder
 
 U = sc.SESSION_PREFIX + "user_id"

@@ -303,8 +303,8 @@ def frames(count: int) -> Iterator[str]:
 def test_a_long_stream_keeps_a_bounded_part_and_says_so(
     recorder: Recorder, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from chronicle_otel import _payloads
     from chronicle_otel.codec import UnresolvedObject
+    from chronicle_otel.record import _payloads
 
     monkeypatch.setattr(_payloads, "MAX_STREAM_BYTES", 1_000)
     with caplog.at_level("WARNING", logger="chronicle_otel"):

@@ -25,14 +25,17 @@ from opentelemetry import context as context_api
 from opentelemetry import trace as trace_api
 from opentelemetry.trace import Status, StatusCode
 
-from . import semconv
+from .. import semconv
+from .._internal.errors import warn_once
+from .._internal.hooks import ReplayExtra
+from .._internal.session_attrs import SESSION_ATTRIBUTES, AttributeValue
+from .._internal.span_attrs import set_clean_attributes
+from .._internal.streams import AsyncStreamDriver, StreamDriver, StreamState
+from ..codec import encode, encode_unscanned
+from ..config import ChronicleConfig, get_config
+from ..redact import error_secrets, scrub_text
 from ._call_index import enter_frame, next_call_index
 from ._genai import add_openinference_io, request_attributes, response_attributes
-from ._internal.errors import warn_once
-from ._internal.hooks import ReplayExtra
-from ._internal.session_attrs import SESSION_ATTRIBUTES, AttributeValue
-from ._internal.span_attrs import set_clean_attributes
-from ._internal.streams import AsyncStreamDriver, StreamDriver, StreamState
 from ._payloads import (
     Pending,
     add_exception_event,
@@ -44,9 +47,6 @@ from ._payloads import (
     secrets_of_error,
 )
 from .adapters import RecordingProxy, StreamAdapter, StreamRecorder
-from .codec import encode, encode_unscanned
-from .config import ChronicleConfig, get_config
-from .redact import error_secrets, scrub_text
 
 if TYPE_CHECKING:
     from ._spec import Spec

@@ -21,14 +21,14 @@ from typing import Any, Final
 import orjson
 from opentelemetry import trace as trace_api
 
-from ._internal.buffer import Payload
-from ._internal.digest import payload_digest
-from ._internal.errors import warn_once
-from ._internal.names import module_name, qualified_name
-from ._internal.unreplayable import MARK, classes_in
-from .codec import encode, encode_unscanned, exception_attrs, join_encoded, to_json_value, value_scan
-from .redact import Redactor, redact_stream, scrub_text
-from .semconv import UNREPLAYABLE, PayloadKeys
+from .._internal.buffer import Payload
+from .._internal.digest import payload_digest
+from .._internal.errors import warn_once
+from .._internal.names import module_name, qualified_name
+from .._internal.unreplayable import MARK, classes_in
+from ..codec import encode, encode_unscanned, exception_attrs, join_encoded, to_json_value, value_scan
+from ..redact import Redactor, redact_stream, scrub_text
+from ..semconv import UNREPLAYABLE, PayloadKeys
 
 Pending = list[Payload]
 """Whole payloads cut on the span, for the exporter to store."""

@@ -14,9 +14,9 @@ from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any, Final
 
-from . import semconv
-from ._internal.session_attrs import AttributeValue
-from .redact import Redactor
+from .. import semconv
+from .._internal.session_attrs import AttributeValue
+from ..redact import Redactor
 
 GENAI_OPERATION: Final = "chat"
 """The ``gen_ai.operation.name`` of ``llm`` boundaries."""

@@ -29,10 +29,10 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType, TracebackType
 from typing import Any, TypeVar
 
-from . import semconv
-from ._internal.session_attrs import SESSION_ATTRIBUTES, AttributeValue, session_attributes
-from .config import get_config
-from .redact import Redactor
+from .. import semconv
+from .._internal.session_attrs import SESSION_ATTRIBUTES, AttributeValue, session_attributes
+from ..config import get_config
+from ..redact import Redactor
 
 __all__ = ["current_session", "session"]
 

@@ -19,11 +19,11 @@ from typing import Any, TypeVar
 
 from opentelemetry import context as context_api
 
-from ._internal import hooks
-from ._internal.session_attrs import AttributeValue
+from .._internal import hooks
+from .._internal.session_attrs import AttributeValue
+from ..config import ChronicleConfig
 from ._recording import Call, begin
 from ._spec import BoundaryKind, Spec, parse_kind
-from .config import ChronicleConfig
 
 _T = TypeVar("_T")
 

@@ -22,19 +22,19 @@ from typing import TYPE_CHECKING, Any
 
 import wrapt
 
-from . import semconv
+from .. import semconv
+from .._internal import hooks
+from .._internal.errors import handle_internal_errors
+from .._internal.hooks import ReplayExtra, Shape
+from .._internal.names import module_name
+from .._internal.session_attrs import AttributeValue
+from ..codec import CODEC_VERSION
+from ..config import ChronicleConfig
+from ..errors import ChronicleWarning, ConfigError
+from ..redact import REDACTED, Redactor
+from ._binding import Binder, SelectingBinder, classmethod_class, may_be_classmethod
 from ._genai import OPENINFERENCE_SPAN_KINDS, attribute_scalar, request_parameters, static_attributes
-from ._internal import hooks
-from ._internal.binding import Binder, SelectingBinder, classmethod_class, may_be_classmethod
-from ._internal.errors import handle_internal_errors
-from ._internal.hooks import ReplayExtra, Shape
-from ._internal.names import module_name
-from ._internal.session_attrs import AttributeValue
 from ._recording import Runner, run_agen, run_async, run_gen, run_sync
-from .codec import CODEC_VERSION
-from .config import ChronicleConfig
-from .errors import ChronicleWarning, ConfigError
-from .redact import REDACTED, Redactor
 
 if TYPE_CHECKING:
     from .adapters import Arguments, StreamAdapter
