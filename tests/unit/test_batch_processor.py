@@ -232,7 +232,7 @@ def test_the_counters_are_opentelemetry_metrics_when_a_meter_provider_is_set(tmp
 
     import chronicle_otel as chronicle
     from chronicle_otel import semconv as sc
-    from chronicle_otel._internal import metrics as chronicle_metrics
+    from chronicle_otel.config import _metrics as chronicle_metrics
 
     reader = InMemoryMetricReader()
     meter_provider = MeterProvider(metric_readers=[reader])

@@ -22,7 +22,7 @@ from chronicle_otel import config as config_module
 from chronicle_otel import environment_variables as env
 from chronicle_otel._internal import boundary_factory
 from chronicle_otel._internal import params as p
-from chronicle_otel._internal.pipeline import Pipeline
+from chronicle_otel.config._pipeline import Pipeline
 from tests.conftest import make_recorder
 
 PACKAGE = Path(chronicle.__file__).parent
@@ -45,7 +45,7 @@ def imported_modules(path: Path) -> set[str]:
 
 @pytest.mark.parametrize(
     "module",
-    ["config.py", "_internal/params.py", "_internal/pipeline.py", "_internal/boundary_factory.py"],
+    ["config/__init__.py", "_internal/params.py", "config/_pipeline.py", "_internal/boundary_factory.py"],
 )
 def test_configuration_never_imports_the_decorator_module(module: str) -> None:
     names = imported_modules(PACKAGE / module)
@@ -53,7 +53,7 @@ def test_configuration_never_imports_the_decorator_module(module: str) -> None:
     assert [n for n in names if "_boundary" in n.split(".")] == []
 
 
-@pytest.mark.parametrize("module", ["_internal/params.py", "_internal/pipeline.py", "_internal/boundary_factory.py"])
+@pytest.mark.parametrize("module", ["_internal/params.py", "config/_pipeline.py", "_internal/boundary_factory.py"])
 def test_configuration_internals_never_import_config(module: str) -> None:
     names = imported_modules(PACKAGE / module)
     assert [n for n in names if n in ("..config", "chronicle_otel.config") or n.startswith("..config.")] == []

@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace import TracerProvider
 
 import chronicle_otel as chronicle
 from chronicle_otel import config as config_module
-from chronicle_otel._internal import signals
+from chronicle_otel.config import _signals as signals
 from chronicle_otel.store import StoreReader
 
 REPO = Path(__file__).resolve().parents[2]

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any, Final, Literal
 
-from .errors import warn_once
+from .._internal.errors import warn_once
 
 SIGNALS: Final = ("SIGTERM", "SIGINT")
 _MARK: Final = "_chronicle_flush_handler"
