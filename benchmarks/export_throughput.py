@@ -45,7 +45,7 @@ def record(calls: int, shape: str) -> list[Any]:
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
     import chronicle_otel as chronicle
-    from chronicle_otel._internal.batch import shed_empty_containers
+    from chronicle_otel._internal.compat import shed_empty_containers
 
     memory = InMemorySpanExporter()
     provider = TracerProvider()

@@ -29,15 +29,13 @@ import threading
 import time
 import weakref
 from collections.abc import Sequence
-from types import MappingProxyType
 from typing import Any, Final, Literal
 
-from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
-from opentelemetry.sdk.util import BoundedList
 
+from .compat import shed_empty_containers
 from .errors import handle_internal_errors, warn_once
 
 _log = logging.getLogger("chronicle_otel")
@@ -49,28 +47,6 @@ DEFAULT_MAX_DELAY: Final = 0.5
 """Seconds an ended span may wait in memory before it is exported."""
 DEFAULT_BLOCK_TIMEOUT: Final = 1.0
 """Seconds a span waits for room in a full queue under ``on_full="block"`` before it is dropped."""
-
-
-def shed_empty_containers(span: ReadableSpan) -> None:
-    """Let an ended SDK span wait for export holding fewer objects that the cyclic garbage collector walks.
-
-    The SDK hands processors its events and links as ``BoundedList`` (a list object, a deque and a lock each) and its
-    attributes as ``BoundedAttributes`` (a mapping and a lock), empty or not. When thousands of spans wait in a
-    queue (a loop that outpaces the export thread), every full collection walks all of them: about 12 µs per call
-    in the benchmark's saturated loop, 4 µs once these are shed. Empty lists become ``()`` and attributes of which
-    nothing was dropped become a read-only view of the dict they wrap, so every public property of the span
-    (``events``, ``links``, ``attributes``, the ``dropped_*`` counts, ``to_json()``) reads as before, here and in
-    every other processor the span was handed to, and a write through the private field is refused as before.
-    """
-    events, links, attrs = span._events, span._links, span._attributes
-    if type(events) is BoundedList and not events.dropped and not len(events):
-        span._events = ()
-    if type(links) is BoundedList and not links.dropped and not len(links):
-        span._links = ()
-    if type(attrs) is BoundedAttributes and not attrs.dropped:
-        inner = getattr(attrs, "_dict", None)
-        if type(inner) is dict:
-            span._attributes = MappingProxyType(inner)
 
 
 @dataclasses.dataclass(frozen=True)

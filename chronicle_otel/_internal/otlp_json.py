@@ -28,6 +28,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 from opentelemetry.trace.span import DEFAULT_TRACE_STATE
 
 from .. import semconv
+from .compat import events_and_links
 from .gc_pause import gc_paused
 
 if TYPE_CHECKING:
@@ -244,9 +245,9 @@ def _plain_sdk_span(span: ReadableSpan, attrs: Mapping[str, Any] | None) -> dict
     The properties behind ``events`` and ``links`` copy under a lock, so their private lists are looked at instead
     (``ReadableSpan`` sets both in its constructor).
     """
-    if span._events:
+    events, links = events_and_links(span)
+    if events:
         return None
-    links = span._links
     encoded_links = None
     if links:
         encoded_links = _plain_links(links)

@@ -60,8 +60,8 @@ from .._internal import boundary_factory, hooks
 from .._internal import params as p
 from .._internal.batch import BatchStats, describe
 from .._internal.buffer import PayloadBuffer
+from .._internal.compat import attribute_blind
 from .._internal.session_attrs import AttributeValue
-from .._internal.span_attrs import attribute_blind
 from .._internal.unreplayable import UnreplayableCounter
 from ..errors import ConfigError
 from ..export import ChronicleExporter

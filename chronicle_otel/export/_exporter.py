@@ -24,8 +24,8 @@ from .._internal.buffer import PayloadBuffer
 from .._internal.errors import handle_internal_errors, warn_once
 from .._internal.otlp_json import export_line, plain_attributes
 from .._internal.params import STORE_KEEP, resolve
-from .._internal.recent import RecentMap
 from ..store import LocalStore, TraceRecord
+from ._recent import RecentMap
 
 DEFAULT_HOLD_SPANS: Final = 20_000
 """Spans of traces with no boundary yet that the exporter holds at most."""
@@ -128,7 +128,7 @@ class ChronicleExporter(SpanExporter):
         self._held: OrderedDict[int, _Held] = OrderedDict()  # by trace id, oldest first
         self._held_count = 0
         self._held_size = 0
-        # bounded memories of traces, in generations (flat resident memory; see _internal/recent.py)
+        # bounded memories of traces, in generations (flat resident memory; see export/_recent.py)
         self._kept: RecentMap[int, bool] = RecentMap(_KEPT_TRACES)
         self._dropped: RecentMap[int, set[int]] = RecentMap(_DROPPED_SPAN_IDS, len)  # span ids of dropped parts
         self._evicted: RecentMap[int, int] = RecentMap(_EVICTED_TRACES)  # spans evicted or expired, by trace id

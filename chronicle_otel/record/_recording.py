@@ -26,10 +26,10 @@ from opentelemetry import trace as trace_api
 from opentelemetry.trace import Status, StatusCode
 
 from .. import semconv
+from .._internal.compat import set_clean_attributes
 from .._internal.errors import warn_once
 from .._internal.hooks import ReplayExtra
 from .._internal.session_attrs import SESSION_ATTRIBUTES, AttributeValue
-from .._internal.span_attrs import set_clean_attributes
 from .._internal.streams import AsyncStreamDriver, StreamDriver, StreamState
 from ..codec import encode, encode_unscanned
 from ..config import ChronicleConfig, get_config

@@ -23,7 +23,7 @@ from typing import Any, Final, TypeVar
 from opentelemetry.trace import Link, SpanContext, TraceFlags
 
 from .. import semconv
-from .._internal import hooks, netguard
+from .._internal import hooks
 from .._internal.gc_pause import full_collections_spaced
 from .._internal.hooks import BoundarySpec, ReplayExtra
 from .._internal.names import qualified_name
@@ -35,6 +35,7 @@ from ..errors import CodecError, ConfigError, NetworkBlockedError, ReplayDiverge
 from ..model import Boundary, ReplayedError, Trace, format_key
 from ..record._session import current_session
 from ..redact import Redactor
+from . import _netguard as netguard
 from ._compare import Comparer, describe
 from ._matching import _VERIFIED, CallInput, Frame, Recordings, check_selectors, matches, resolve_overrides
 from ._options import LOOPBACK, InputMismatch, OnMissing, ReplayOptions

@@ -8,8 +8,8 @@ from enum import Enum
 from types import MappingProxyType
 from typing import Any
 
-from .._internal import netguard
 from ..errors import ConfigError
+from . import _netguard as netguard
 
 
 class InputMismatch(str, Enum):

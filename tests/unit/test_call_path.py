@@ -17,7 +17,7 @@ from opentelemetry.util.types import Attributes
 import chronicle_otel as chronicle
 from chronicle_otel import semconv as sc
 from chronicle_otel._internal import hooks
-from chronicle_otel._internal.span_attrs import attribute_blind
+from chronicle_otel._internal.compat import attribute_blind
 from tests.conftest import Recorder, make_recorder
 from tests.unit.replay.helpers import record
 

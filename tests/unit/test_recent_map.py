@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from chronicle_otel import ChronicleExporter, LocalStore
-from chronicle_otel._internal.recent import RecentMap
+from chronicle_otel.export._recent import RecentMap
 
 # put(key, size) / update(key, size) / pop(key); values are sets of ``size`` distinct ints, weighed by len
 _OPS = st.lists(

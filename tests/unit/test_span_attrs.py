@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from opentelemetry.sdk.trace import SpanLimits, TracerProvider
 
-from chronicle_otel._internal.span_attrs import set_clean_attributes
+from chronicle_otel._internal.compat import set_clean_attributes
 
 ATTRS: dict[str, Any] = {
     "chronicle.output": "x" * 1000,

@@ -27,10 +27,10 @@ from openai.types.chat.chat_completion_chunk import ChoiceDeltaToolCall
 
 import chronicle_otel as chronicle
 from chronicle_otel import semconv as sc
-from chronicle_otel._internal.netguard import guard
 from chronicle_otel.integrations import llama_index as chronicle_llama_index
 from chronicle_otel.integrations import openai as chronicle_openai
 from chronicle_otel.model import Trace
+from chronicle_otel.replay._netguard import guard
 from tests.conftest import Recorder
 from tests.frameworks.llama_index import agent
 from tests.llm_servers import LLMServer, Reply, openai_server

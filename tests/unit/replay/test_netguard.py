@@ -22,7 +22,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from chronicle_otel._internal.netguard import (
+from chronicle_otel.errors import ConfigError, NetworkBlockedError, ReplayError
+from chronicle_otel.replay._netguard import (
     DEFAULT_ALLOWED_HOSTS,
     AllowList,
     NetworkGuard,
@@ -30,7 +31,6 @@ from chronicle_otel._internal.netguard import (
     guard,
     guard_active,
 )
-from chronicle_otel.errors import ConfigError, NetworkBlockedError, ReplayError
 
 if sys.version_info >= (3, 11):
     from builtins import BaseExceptionGroup

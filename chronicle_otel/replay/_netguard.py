@@ -48,8 +48,8 @@ from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import Any, Final
 
+from .._internal.errors import handle_internal_errors
 from ..errors import ConfigError, NetworkBlockedError
-from .errors import handle_internal_errors
 
 __all__ = ["DEFAULT_ALLOWED_HOSTS", "AllowList", "NetworkGuard", "find_refusal", "guard", "guard_active"]
 
