@@ -57,14 +57,23 @@ $(LLAMAINDEX_VENV)/.installed: pyproject.toml
 test-llamaindex: $(LLAMAINDEX_VENV)/.installed
 	$(LLAMAINDEX_VENV)/bin/python -m pytest tests/frameworks/llama_index -p no:cacheprovider
 
+# pytest-xdist workers: one per core (CI has 2); PYTEST_WORKERS=0 runs in one process.
+PYTEST_WORKERS ?= auto
+XDIST := -n $(PYTEST_WORKERS)
+
 # The whole suite, real services included, under branch coverage (gated in pyproject.toml); the LlamaIndex tests in
-# their own virtualenv, their coverage combined with the rest.
+# their own virtualenv, their coverage combined with the rest. In parallel, a test file at a time per worker
+# (--dist loadfile): a framework is imported by one worker only, and the service fixtures (per session, so per
+# worker) start once per worker that needs them. (--dist loadgroup would send all of tests/integration to one worker,
+# but pytest-xdist 3.8 cannot regroup the node ids of pytest 9.) pytest-cov combines the workers' data into .coverage;
+# the gate is the final report's, on the combined data.
 test: install install-services $(LLAMAINDEX_VENV)/.installed
 	rm -f .coverage .coverage.*
 	CHRONICLE_TEST_ROTEL=$(ROTEL_BIN) CHRONICLE_TEST_PHOENIX=$(PHOENIX_VENV)/bin/phoenix CHRONICLE_TEST_WEED=$(WEED_BIN) \
-		$(BIN)/python -m coverage run -p -m pytest --ignore=tests/frameworks/llama_index
+		$(BIN)/python -m pytest $(XDIST) --dist loadfile --cov --cov-report= --cov-fail-under=0 \
+		--ignore=tests/frameworks/llama_index
 	$(LLAMAINDEX_VENV)/bin/python -m coverage run -p -m pytest tests/frameworks/llama_index -p no:cacheprovider
-	$(BIN)/python -m coverage combine -q
+	$(BIN)/python -m coverage combine --append -q
 	$(BIN)/python -m coverage report
 
 # A wheel of the package in dist/ (pip install dist/chronicle_otel-*.whl), built by pip with the pyproject backend.
@@ -74,7 +83,7 @@ dist: install
 	$(BIN)/python -m pip wheel -q --no-deps . -w dist
 
 test-unit: install
-	$(BIN)/python -m pytest tests/unit
+	$(BIN)/python -m pytest tests/unit $(XDIST)
 
 # The unit suite against the oldest supported wrapt (1.x) and OpenTelemetry SDK, in its own virtualenv.
 OLDEST := .venv-oldest
@@ -85,7 +94,7 @@ $(OLDEST)/.installed: pyproject.toml tests/constraints-oldest.txt
 	touch $@
 
 test-oldest: $(OLDEST)/.installed
-	$(OLDEST)/bin/python -m pytest tests/unit
+	$(OLDEST)/bin/python -m pytest tests/unit $(XDIST)
 
 # The unit suite on every supported Python, each in its own virtualenv (.venv-py3.X, installed as `make install`
 # does), one version after another; one result line per version, each run's whole output in .venv-py3.X/unit.log.
@@ -120,7 +129,7 @@ test-matrix: $(MATRIX_VENVS:%=%/.installed)
 	@failed=""; \
 	for v in $(MATRIX_PYTHONS); do \
 		log=.venv-py$$v/unit.log; \
-		if .venv-py$$v/bin/python -m pytest tests/unit -q -p no:cacheprovider >$$log 2>&1; then rc=0; else rc=$$?; fi; \
+		if .venv-py$$v/bin/python -m pytest tests/unit $(XDIST) -q -p no:cacheprovider >$$log 2>&1; then rc=0; else rc=$$?; fi; \
 		result=$$(grep -E '^(=+ )?[0-9]+ (passed|failed|errors?|skipped).* in [0-9.]+s' $$log | tail -n 1); \
 		if [ $$rc -ne 0 ]; then tail -n 300 $$log; failed="$$failed $$v"; fi; \
 		echo "Python $$v: $${result:-no result line, exit $$rc} ($$log)"; \

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,12 @@ from chronicle_otel import semconv as sc
 from chronicle_otel._internal import errors as internal_errors
 
 pytest_plugins = ["pytester"]
+
+# pytest rewrites the asserts of every test module it imports, and caches the result beside it (in __pycache__,
+# ignored by git) unless bytecode writing is off: with PYTHONDONTWRITEBYTECODE set, each run (and each xdist worker)
+# would rewrite and compile the whole suite again, a third of the collection time. The test modules imported from
+# here on are cached; subprocesses keep the environment as it is.
+sys.dont_write_bytecode = False
 
 # LiteLLM fetches its price list and Anthropic beta headers from the internet when first imported, and retries in a
 # background thread: whichever test imports it first, it reads its bundled copies instead.
