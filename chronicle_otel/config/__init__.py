@@ -58,13 +58,13 @@ from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 
 from .._internal import boundary_factory, hooks
 from .._internal import params as p
-from .._internal.batch import BatchStats, describe
 from .._internal.buffer import PayloadBuffer
 from .._internal.compat import attribute_blind
 from .._internal.session_attrs import AttributeValue
 from .._internal.unreplayable import UnreplayableCounter
 from ..errors import ConfigError
 from ..export import ChronicleExporter
+from ..export._batch import BatchStats, describe
 from ..export._uploader import PayloadUploader, UploadStats
 from ..redact import Redactor
 from ..store import LocalStore

@@ -27,13 +27,13 @@ from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
 
-from .._internal.batch import BatchProcessor
 from .._internal.buffer import PayloadBuffer
 from .._internal.errors import handle_internal_errors
 from .._internal.params import OTLP_PROTOCOL, STORE_PATH, PayloadSettings, StoreSettings, resolve
 from .._internal.unreplayable import UnreplayableCounter
 from ..errors import ConfigError
 from ..export import ChronicleExporter
+from ..export._batch import BatchProcessor
 from ..export._uploader import PayloadUploader
 from ..store import LocalStore
 from ..version import __version__

@@ -12,7 +12,7 @@ import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from chronicle_otel._internal.batch import BatchProcessor
+from chronicle_otel.export._batch import BatchProcessor
 
 
 class Collecting(SpanExporter):

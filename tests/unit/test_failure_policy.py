@@ -280,8 +280,8 @@ def test_payloads_the_full_hand_off_buffer_drops_are_counted_and_reported(
 
 def test_the_store_has_a_deadline_at_exit_too(tmp_path: Path) -> None:
     """An index another process keeps locked would hold the exit for as long: the store gets 60 s, or exit_timeout."""
-    from chronicle_otel._internal.batch import BatchProcessor
     from chronicle_otel.config._pipeline import STORE_EXIT_TIMEOUT
+    from chronicle_otel.export._batch import BatchProcessor
 
     for exit_timeout, expected in ((5.0, STORE_EXIT_TIMEOUT), (120.0, 120.0)):
         config = chronicle.configure(

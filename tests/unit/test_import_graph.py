@@ -287,8 +287,11 @@ PRIVATE_IMPORT_EXCEPTIONS = {
     ("chronicle_otel.replay._compare", "chronicle_otel.record._payloads"),
     ("chronicle_otel.replay._engine", "chronicle_otel.record._session"),
     ("chronicle_otel.replay._matching", "chronicle_otel.record._spec"),
-    # The composition root builds the uploader and the object store, which export/ and store/ do not make public.
+    # The composition root builds the batch processor, the uploader and the object store, and reads their counters:
+    # export/ and store/ do not make them public.
+    ("chronicle_otel.config", "chronicle_otel.export._batch"),
     ("chronicle_otel.config", "chronicle_otel.export._uploader"),
+    ("chronicle_otel.config._pipeline", "chronicle_otel.export._batch"),
     ("chronicle_otel.config._pipeline", "chronicle_otel.export._uploader"),
     ("chronicle_otel.config._pipeline", "chronicle_otel.store._object"),
     ("chronicle_otel.export._uploader", "chronicle_otel.store._object"),

@@ -18,9 +18,9 @@ from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
 import chronicle_otel as chronicle
 from chronicle_otel import semconv as sc
-from chronicle_otel._internal.batch import BatchProcessor
 from chronicle_otel._internal.buffer import PayloadBuffer
 from chronicle_otel._internal.otlp_json import export_request
+from chronicle_otel.export._batch import BatchProcessor
 
 
 def _hex_ids_to_base64(node: Any) -> Any:

@@ -22,9 +22,9 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 
 import chronicle_otel as chronicle
 from chronicle_otel import semconv as sc
-from chronicle_otel._internal.batch import BatchProcessor
 from chronicle_otel._internal.buffer import PayloadBuffer
 from chronicle_otel._internal.digest import payload_digest
+from chronicle_otel.export._batch import BatchProcessor
 
 BOUNDARY = {sc.BOUNDARY_NAME: "agent.run", sc.BOUNDARY_KIND: "agent"}
 UPSTREAM_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"

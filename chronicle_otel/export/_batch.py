@@ -35,8 +35,8 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from .compat import shed_empty_containers
-from .errors import handle_internal_errors, warn_once
+from .._internal.compat import shed_empty_containers
+from .._internal.errors import handle_internal_errors, warn_once
 
 _log = logging.getLogger("chronicle_otel")
 
