@@ -23,6 +23,8 @@ Errors carry their context as attributes and build their message from them.
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "ChronicleError",
     "ChronicleWarning",
@@ -137,7 +139,16 @@ class ReplayError(ChronicleError):
 
 
 class ReplayDivergence(ReplayError):
-    """A call made during replay does not match the recording."""
+    """A call made during replay does not match the recording.
+
+    Attributes:
+        finding: the report's entry for it (a :class:`~chronicle_otel.replay.Finding`: ``kind``, ``call_key``,
+            ``message``, ``details``) when one call diverged; None for a divergence of the whole run.
+    """
+
+    def __init__(self, message: str, *, finding: Any = None) -> None:
+        super().__init__(message)
+        self.finding = finding
 
 
 class NetworkBlockedError(ReplayError):

@@ -296,7 +296,7 @@ class ReplayRun:
             unresolved = {k for k, v in values.items() if _unresolved(v, set())} if isinstance(values, dict) else {0}
             if not unresolved <= set(overrides):
                 self.report.divergences.append(finding)
-                raise ReplayDivergence(str(finding))
+                raise ReplayDivergence(str(finding), finding=finding)
         target = fn.__get__(instance, type(instance)) if instance is not None else _unbound_target(fn, root.name)
         if isinstance(values, dict):
             values.update(overrides)
@@ -473,7 +473,7 @@ class ReplayRun:
                 return self._execute(spec, wrapped, instance, args, kwargs, frame, "live", None)
             finding = Finding("unexpected-call", key, f"no recording for this call of {spec.name!r}", details)
             self.report.divergences.append(finding)
-            raise ReplayDivergence(str(finding))
+            raise ReplayDivergence(str(finding), finding=finding)
         self._recordings.use(rec)
         out_of_order = self._recordings.check_order(parent, rec)
         if out_of_order is not None:
@@ -636,7 +636,7 @@ class ReplayRun:
         if self.options.on_input_mismatch is InputMismatch.ERROR:
             finding = Finding("input-mismatch", rec.call_key, "stubbed call with a different input", details)
             self.report.divergences.append(finding)
-            raise ReplayDivergence(str(finding))
+            raise ReplayDivergence(str(finding), finding=finding)
         if self.options.on_input_mismatch is InputMismatch.WARN:
             self.report.drift.append(
                 Finding("input-drift", rec.call_key, "input changed; answered from the recording", details)
@@ -765,7 +765,7 @@ class ReplayRun:
                     "unexpected-call", key, f"no recording for this call(...) block {spec.name!r}", details
                 )
                 self.report.divergences.append(finding)
-                raise ReplayDivergence(str(finding))
+                raise ReplayDivergence(str(finding), finding=finding)
             self.report.drift.append(Finding("unrecorded-live", key, "call(...) block with no recording"))
             self._ran_live(key, spec.name, (spec.kind_value,))
             frame = self._last = Frame(key, spec.kind_value)

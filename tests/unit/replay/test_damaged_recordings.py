@@ -193,3 +193,20 @@ def test_the_advice_for_a_standard_library_class_is_never_to_allow_it(recorder: 
     [finding] = run.report.divergences
     assert finding.kind == "unresolved" and "subprocess.Popen" in finding.message
     assert "do not allow it" in finding.message and "allow=" not in finding.message
+
+
+def test_a_divergence_raised_into_the_code_carries_its_finding(recorder: Recorder) -> None:
+    agent("sell")
+    trace = chronicle.load_trace(recorder.path, "latest")
+
+    @chronicle.boundary(kind="agent", name="damaged.agent")
+    def changed(request: str) -> Any:
+        plan(request)
+        return plan(request)  # a second model call the recording does not have
+
+    with pytest.raises(ReplayDivergence) as raised, chronicle.replay(trace, stub={"kind:llm"}) as run:
+        changed("sell")
+    finding = raised.value.finding
+    assert finding is not None and finding.kind == "unexpected-call"
+    assert finding.call_key == (("damaged.agent", 0), ("damaged.plan", 1))
+    assert str(raised.value) == str(finding) and finding in run.report.divergences
