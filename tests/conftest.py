@@ -35,12 +35,16 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("LITELLM_LOCAL_ANTHROPIC_BETA_HEADERS", "True")
 
 
+_PROXY_VARIABLES = frozenset({"http_proxy", "https_proxy", "all_proxy", "no_proxy"})
+"""The SDKs' HTTP clients read them: a request for a loopback test server must never go to a proxy."""
+
+
 @pytest.fixture(autouse=True)
 def clean_environ(monkeypatch: pytest.MonkeyPatch) -> None:
     """No CHRONICLE_*, OTEL_* or AWS_* variable from the outside leaks into a test; an AWS credential lookup can
     never leave the machine (the instance metadata endpoint is a dead loopback port)."""
     for name in list(os.environ):
-        if name.startswith(("CHRONICLE_", "OTEL_", "AWS_")):
+        if name.startswith(("CHRONICLE_", "OTEL_", "AWS_")) or name.lower() in _PROXY_VARIABLES:
             monkeypatch.delenv(name)
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     monkeypatch.setenv("AWS_METADATA_ENDPOINT", "http://127.0.0.1:9")

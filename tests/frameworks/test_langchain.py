@@ -43,14 +43,6 @@ def frameworks() -> None:
 
 
 @pytest.fixture(autouse=True)
-def no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The SDKs under LangChain read proxy variables: a loopback request must not go anywhere else."""
-    for name in list(os.environ):
-        if name.lower() in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
-            monkeypatch.delenv(name)
-
-
-@pytest.fixture(autouse=True)
 def fresh_agent() -> Iterator[None]:
     agent.LIMIT["max_shares"] = None
     agent.CALLS.clear()

@@ -253,14 +253,6 @@ def embed(server_url: str) -> str:
 
 
 @pytest.fixture(autouse=True)
-def no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
-    """LiteLLM's HTTP clients read proxy variables: a loopback request must not go anywhere else."""
-    for name in list(os.environ):
-        if name.lower() in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
-            monkeypatch.delenv(name)
-
-
-@pytest.fixture(autouse=True)
 def close_litellm_event_loop() -> Iterator[None]:
     """A sync LiteLLM call makes an event loop for its service logging (``asyncio.get_event_loop()``) and never
     closes it: closed after each test, before the garbage collector finds it open."""

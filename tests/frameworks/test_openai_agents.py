@@ -7,7 +7,6 @@ import asyncio
 import copy
 import dataclasses
 import json
-import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -65,14 +64,6 @@ class Collector(TracingProcessor):
 
     def force_flush(self) -> None:
         pass
-
-
-@pytest.fixture(autouse=True)
-def no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The SDK reads proxy variables: a loopback request must not go anywhere else."""
-    for name in list(os.environ):
-        if name.lower() in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
-            monkeypatch.delenv(name)
 
 
 @pytest.fixture(autouse=True)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -28,14 +27,6 @@ ALLOW = ("tests.", "pydantic_ai.")
 ORDER = {"symbol": "MSFT", "quantity": 1000, "side": "sell"}
 FILLED = {"status": "filled", "symbol": "MSFT", "quantity": 1000, "side": "sell"}
 BLOCKED = {"status": "blocked", "reason": "1000 shares exceeds 100"}
-
-
-@pytest.fixture(autouse=True)
-def no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The SDKs read proxy variables: a loopback request must not go anywhere else."""
-    for name in list(os.environ):
-        if name.lower() in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
-            monkeypatch.delenv(name)
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import threading
 from collections.abc import Iterator
@@ -37,14 +36,6 @@ from tests.unit.test_codec_compact import (
 
 ORDER = json.loads(ARGS)
 CALL = "place_order " + json.dumps(ORDER)
-
-
-@pytest.fixture(autouse=True)
-def no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The SDKs read proxy variables: a loopback request must not go anywhere else."""
-    for name in list(os.environ):
-        if name.lower() in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
-            monkeypatch.delenv(name)
 
 
 @pytest.fixture(scope="module")

@@ -27,14 +27,6 @@ OPENAI_CALLS = 5  # chat plain, chat stream, parse, responses plain, responses s
 ANTHROPIC_CALLS = 3  # create, create(stream=True), stream(...)
 
 
-@pytest.fixture(autouse=True)
-def no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Both SDKs read proxy variables: a loopback request must not go anywhere else."""
-    for name in list(os.environ):
-        if name.lower() in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
-            monkeypatch.delenv(name)
-
-
 @pytest.fixture
 def servers() -> Iterator[tuple[LLMServer, LLMServer]]:
     with openai_server() as oa, anthropic_server() as an:

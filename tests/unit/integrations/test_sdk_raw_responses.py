@@ -9,7 +9,6 @@ import gc
 import itertools
 import json
 import logging
-import os
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
@@ -52,14 +51,6 @@ RESPONSES: list[Any] = []
 CLIENTS: list[openai.OpenAI] = []
 
 _ids = itertools.count(1)
-
-
-@pytest.fixture(autouse=True)
-def no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Both SDKs read proxy variables: a loopback request must not go anywhere else."""
-    for name in list(os.environ):
-        if name.lower() in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
-            monkeypatch.delenv(name)
 
 
 @pytest.fixture
