@@ -13,7 +13,6 @@ import contextlib
 import gzip
 import os
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -27,16 +26,11 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from tests.integration.seaweedfs import S3Bucket, SeaweedFS, find_weed, new_bucket, start_seaweedfs, stop_seaweedfs
+from tests.ports import free_ports
 
 REPO = Path(__file__).resolve().parents[2]
 # Read at import: the autouse clean_environ fixture removes CHRONICLE_* variables from each test.
 ROTEL_FROM_ENV = os.environ.get("CHRONICLE_TEST_ROTEL")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _service_missing(what: str) -> None:
@@ -144,7 +138,7 @@ def run_rotel(forward_to: str, workdir: Path) -> Iterator[Rotel]:
     if binary is None or not binary.exists():
         _service_missing(f"rotel collector binary not found (CHRONICLE_TEST_ROTEL={ROTEL_FROM_ENV})")
     assert binary is not None
-    grpc_port, http_port = free_port(), free_port()
+    grpc_port, http_port = free_ports(2)
     workdir.mkdir(parents=True, exist_ok=True)
     pid_file, log_file = workdir / "rotel.pid", workdir / "rotel.log"
     subprocess.run(
@@ -214,7 +208,7 @@ def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Phoenix]:
     if not binary.exists():
         _service_missing(f"Phoenix not installed (CHRONICLE_TEST_PHOENIX={PHOENIX_FROM_ENV})")
     workdir = tmp_path_factory.mktemp("phoenix")
-    port, grpc_port = free_port(), free_port()
+    port, grpc_port = free_ports(2)
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "CHRONICLE_", "PHOENIX_"))},
         "PHOENIX_HOST": "127.0.0.1",

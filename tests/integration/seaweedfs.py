@@ -33,7 +33,6 @@ import json
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -43,6 +42,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import NamedTuple
 from urllib.parse import quote
+
+from tests.ports import free_ports
 
 REPO = Path(__file__).resolve().parents[2]
 WEED_ENV = "CHRONICLE_TEST_WEED"
@@ -72,12 +73,8 @@ class SeaweedPorts:
 
     @classmethod
     def free(cls) -> SeaweedPorts:
-        """Distinct ports that are free on 127.0.0.1 now (bound all at once, then released)."""
-        with contextlib.ExitStack() as stack:
-            socks = [stack.enter_context(socket.socket()) for _ in fields(cls)]
-            for sock in socks:
-                sock.bind(("127.0.0.1", 0))
-            return cls(*(int(sock.getsockname()[1]) for sock in socks))
+        """Distinct ports free on 127.0.0.1 now, outside the ephemeral range (see :mod:`tests.ports`)."""
+        return cls(*free_ports(len(fields(cls))))
 
     def all(self) -> list[int]:
         """The ports, in field order."""
@@ -191,17 +188,24 @@ def start_seaweedfs(
     config = workdir / "s3.json"
     config.touch(mode=0o600)
     config.write_text(json.dumps(identities))
-    server = SeaweedFS(
-        pid=0,
-        endpoint="",
-        access_key=access_key,
-        secret_key=secret_key,
-        dir=workdir,
-        log=workdir / "weed.log",
-        ports=ports or SeaweedPorts.free(),
-        binary=binary,
-    )
-    return _launch(server, timeout)
+    for attempt in range(3):
+        server = SeaweedFS(
+            pid=0,
+            endpoint="",
+            access_key=access_key,
+            secret_key=secret_key,
+            dir=workdir,
+            log=workdir / "weed.log",
+            ports=ports or SeaweedPorts.free(),
+            binary=binary,
+        )
+        try:
+            return _launch(server, timeout)
+        except RuntimeError as error:
+            # Ports chosen here that something took meanwhile: choose again (ports given by the caller are kept).
+            if ports is not None or attempt == 2 or "address already in use" not in str(error):
+                raise
+    raise AssertionError("unreachable")
 
 
 def restart_seaweedfs(server: SeaweedFS, *, stop_timeout: float = 2.0, timeout: float = 60.0) -> SeaweedFS:

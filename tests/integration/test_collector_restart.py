@@ -30,10 +30,10 @@ from tests.integration.conftest import (
     _service_missing,
     _wait_ready,
     find_rotel,
-    free_port,
     rotel_settings,
     stop_pid,
 )
+from tests.ports import free_ports
 
 pytestmark = pytest.mark.integration
 
@@ -58,7 +58,7 @@ class Collector:
         self.binary = binary
         self.forward_to = forward_to
         self.workdir = workdir
-        self.grpc_port, self.http_port = free_port(), free_port()
+        self.grpc_port, self.http_port = free_ports(2)
         self.pid: int | None = None
         self.starts = 0
         workdir.mkdir(parents=True, exist_ok=True)

@@ -16,7 +16,8 @@ from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
 from opentelemetry.sdk.trace import TracerProvider
 
 import chronicle_otel as chronicle
-from tests.integration.conftest import REPO, _wait_http, free_port, stop_pid
+from tests.integration.conftest import REPO, _wait_http, stop_pid
+from tests.ports import free_port
 
 pytestmark = pytest.mark.integration
 

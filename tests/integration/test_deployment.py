@@ -38,7 +38,8 @@ import chronicle_otel as chronicle
 from chronicle_otel.model import Boundary
 from chronicle_otel.store import StoreReader
 from chronicle_otel.store.reader import is_store
-from tests.integration.conftest import REPO, Phoenix, Rotel, _alive, free_port, stop_pid
+from tests.integration.conftest import REPO, Phoenix, Rotel, _alive, stop_pid
+from tests.ports import free_port
 
 pytestmark = pytest.mark.integration
 

@@ -29,7 +29,7 @@ import pytest
 import chronicle_otel as chronicle
 from chronicle_otel import semconv as sc
 from chronicle_otel.store import ObjectPayloadStore, StoreReader
-from tests.integration.conftest import REPO, WEED_BINARY, _service_missing, free_port
+from tests.integration.conftest import REPO, WEED_BINARY, _service_missing
 from tests.integration.outage_agent import ERROR_EVERY
 from tests.integration.seaweedfs import (
     S3Bucket,
@@ -41,6 +41,7 @@ from tests.integration.seaweedfs import (
     start_seaweedfs,
     stop_seaweedfs,
 )
+from tests.ports import free_port
 
 pytestmark = pytest.mark.integration
 
