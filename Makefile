@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 ROTEL_VENV := .venv-rotel
 ROTEL_VERSION := 0.0.1a15
 
-.PHONY: install install-services demo test test-llamaindex test-unit test-oldest test-matrix lint format typecheck bench bench-s3-clients clean
+.PHONY: install install-services demo test test-llamaindex test-unit test-oldest test-newest-sdk test-matrix lint format typecheck bench bench-s3-clients clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -95,6 +95,20 @@ $(OLDEST)/.installed: pyproject.toml tests/constraints-oldest.txt
 
 test-oldest: $(OLDEST)/.installed
 	$(OLDEST)/bin/python -m pytest tests/unit $(XDIST)
+
+# chronicle_otel/_internal/compat.py touches OpenTelemetry SDK internals: its tests, and recording's, against the
+# newest SDK release on the index, upgraded on every run (the dev virtualenv keeps what it was created with).
+NEWEST_SDK := .venv-newest-sdk
+COMPAT_TESTS := tests/unit/test_span_attrs.py tests/unit/test_batch_shed.py tests/unit/test_call_path.py \
+	tests/unit/test_boundary.py tests/unit/test_failure_policy.py tests/unit/export
+
+test-newest-sdk:
+	test -x $(NEWEST_SDK)/bin/python || $(PYTHON) -m venv $(NEWEST_SDK)
+	$(NEWEST_SDK)/bin/python -m pip install -q --upgrade pip
+	$(NEWEST_SDK)/bin/python -m pip install -q -e . --group dev
+	$(NEWEST_SDK)/bin/python -m pip install -q --upgrade --upgrade-strategy eager opentelemetry-api opentelemetry-sdk
+	$(NEWEST_SDK)/bin/python -c 'from importlib.metadata import version as v; print("OpenTelemetry SDK", v("opentelemetry-sdk"))'
+	$(NEWEST_SDK)/bin/python -m pytest $(COMPAT_TESTS) $(XDIST) -q -p no:cacheprovider
 
 # The unit suite on every supported Python, each in its own virtualenv (.venv-py3.X, installed as `make install`
 # does), one version after another; one result line per version, each run's whole output in .venv-py3.X/unit.log.
