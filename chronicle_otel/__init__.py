@@ -159,6 +159,7 @@ _SUBMODULES = frozenset(
         "replay",
         "semconv",
         "store",
+        "testing",
         "version",
     )
 )

@@ -21,6 +21,7 @@ import pytest
 import chronicle_otel as chronicle
 from chronicle_otel import semconv as sc
 from chronicle_otel.cli import _view
+from chronicle_otel.cli._view import _data, _readable, _report
 from chronicle_otel.errors import ChronicleError
 from chronicle_otel.replay import Finding, ReplayReport, SpanRecord, build_trace
 from chronicle_otel.replay import Trace as TraceModel
@@ -106,6 +107,10 @@ def span(
 
 def synthetic(*spans: SpanRecord) -> TraceModel:
     return build_trace(TID, list(spans), source="test")
+
+
+def readable_of(value: Any, head: str = "", *, error: bool = False) -> str:
+    return _readable.readable_text(value, head, error=error, limit=_data.MAX_PAYLOAD_CHARS)
 
 
 def page_data(page: str) -> dict[str, Any]:
@@ -247,7 +252,7 @@ def test_a_recorded_trace_becomes_tree_timeline_session_and_payload_views(record
     ],
 )
 def test_typed_values_read_as_python_shows_them(value: Any, readable: str) -> None:
-    assert _view._readable(value) == readable
+    assert readable_of(value) == readable
 
 
 def test_long_values_break_over_lines_and_texts_keep_their_line_breaks() -> None:
@@ -256,42 +261,42 @@ def test_long_values_break_over_lines_and_texts_keep_their_line_breaks() -> None
         "class": "app.Reply",
         "data": {"messages": [{"role": "user", "content": "line one\nline two\nline three, a longer one"}] * 2},
     }
-    text = _view._readable(value)
+    text = readable_of(value)
     assert text.splitlines()[0] == "Reply("
     assert '"""line one\nline two\nline three, a longer one"""' in text
     assert text.endswith(")")
-    assert _view._readable("a\x1b[31m\nb" * 10).count("\\x1b") == 10  # terminal escapes shown, not kept
+    assert readable_of("a\x1b[31m\nb" * 10).count("\\x1b") == 10  # terminal escapes shown, not kept
 
 
 def test_an_error_payload_reads_as_the_exception_with_its_attributes() -> None:
     error = {"type": "app.errors.Declined", "message": "no", "args": ["no"], "attrs": {"code": 402}}
-    assert _view._readable(error, error=True) == "Declined('no', code=402)"
+    assert readable_of(error, error=True) == "Declined('no', code=402)"
 
 
 def test_deep_and_huge_values_are_bounded() -> None:
     deep: Any = "x"
     for _ in range(1000):
         deep = [deep]
-    text = _view._readable(deep)
-    assert "…" in text and text.count("[") == _view._MAX_DEPTH + 1
+    text = readable_of(deep)
+    assert "…" in text and text.count("[") == _readable.MAX_DEPTH + 1
     wide = list(range(300_000))
-    assert len(_view._readable(wide)) <= _view.MAX_PAYLOAD_CHARS + 1
+    assert len(readable_of(wide)) <= _data.MAX_PAYLOAD_CHARS + 1
 
 
 # --- bounds ------------------------------------------------------------------------------------------------------
 
 
 def test_a_payload_over_the_cap_is_cut_with_a_note() -> None:
-    big = json.dumps({"text": "y" * (_view.MAX_PAYLOAD_CHARS + 10)})
+    big = json.dumps({"text": "y" * (_data.MAX_PAYLOAD_CHARS + 10)})
     data = page_data(_view.render_html(synthetic(span(1, None, "root", output=big))))
     output = data["boundaries"][0]["output"]
     assert output["cut"] and "cut at 256 K characters" in output["note"]
-    assert len(output["json"]) == _view.MAX_PAYLOAD_CHARS and len(output["readable"]) == _view.MAX_PAYLOAD_CHARS
+    assert len(output["json"]) == _data.MAX_PAYLOAD_CHARS and len(output["readable"]) == _data.MAX_PAYLOAD_CHARS
     assert output["size"] == len(big)
 
 
 def test_boundaries_over_the_cap_are_left_out_and_said(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_view, "MAX_BOUNDARIES", 3)
+    monkeypatch.setattr(_data, "MAX_BOUNDARIES", 3)
     spans = [span(1, None, "root", end=1000)] + [
         span(i, 1, "child", index=i - 2, start=i * 10, end=i * 10 + 5) for i in range(2, 10)
     ]
@@ -303,7 +308,7 @@ def test_boundaries_over_the_cap_are_left_out_and_said(monkeypatch: pytest.Monke
 
 
 def test_the_page_budget_leaves_later_payloads_out(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_view, "MAX_PAGE_PAYLOAD_CHARS", 50)
+    monkeypatch.setattr(_data, "MAX_PAGE_PAYLOAD_CHARS", 50)
     spans = [span(1, None, "root", end=100, output=json.dumps("z" * 60))]
     spans.append(span(2, 1, "late", start=10, end=20, output=json.dumps("late output")))
     data = page_data(_view.render_html(synthetic(*spans)))
@@ -368,7 +373,7 @@ def test_a_report_round_trips_through_json(tmp_path: Path, recorder: Recorder) -
     report = report_for(trace)
     path = tmp_path / "report.json"
     path.write_text(json.dumps(dataclasses.asdict(report)))
-    assert _view.load_report(path) == report
+    assert _report.load_report(path) == report
 
 
 @pytest.mark.parametrize(
@@ -385,15 +390,15 @@ def test_a_report_round_trips_through_json(tmp_path: Path, recorder: Recorder) -
 )
 def test_a_malformed_report_is_a_clear_error(data: Any, message: str) -> None:
     with pytest.raises(ChronicleError, match=re.escape(message)):
-        _view.report_from_dict(data)
+        _report.report_from_dict(data)
 
 
 def test_an_unreadable_report_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ChronicleError, match=r"--report .*missing\.json"):
-        _view.load_report(tmp_path / "missing.json")
+        _report.load_report(tmp_path / "missing.json")
     (tmp_path / "bad.json").write_text("{")
     with pytest.raises(ChronicleError, match="not JSON"):
-        _view.load_report(tmp_path / "bad.json")
+        _report.load_report(tmp_path / "bad.json")
 
 
 # --- the command ------------------------------------------------------------------------------------------------

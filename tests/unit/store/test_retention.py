@@ -30,6 +30,7 @@ from chronicle_otel.store import (
     apply_retention,
     payload_digest,
 )
+from chronicle_otel.store._retention import _segments
 
 REPO = Path(__file__).resolve().parents[3]
 HAS_PROC = Path("/proc/self/fd").is_dir()
@@ -433,11 +434,11 @@ def test_whether_a_process_holds_a_segment_open(tmp_path: Path) -> None:
     segment.write_bytes(b"{}\n")
     info = os.stat(segment)
     with open(segment, "ab"):
-        assert _retention._held_open(os.getpid(), info)
+        assert _segments._held_open(os.getpid(), info)
     if HAS_PROC:
-        assert not _retention._held_open(os.getpid(), info)
+        assert not _segments._held_open(os.getpid(), info)
     done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    assert not _retention._held_open(int(done.stdout), info)  # that process is gone
+    assert not _segments._held_open(int(done.stdout), info)  # that process is gone
 
 
 def test_a_segment_modified_within_the_grace_period_is_busy(tmp_path: Path) -> None:
@@ -466,7 +467,7 @@ def test_a_crash_before_the_rows_move_leaves_a_readable_store(tmp_path: Path, mo
     def crash(*args: object) -> None:
         raise RuntimeError("power cut")
 
-    monkeypatch.setattr(_retention, "_replace_rows", crash)
+    monkeypatch.setattr(_segments, "_replace_rows", crash)
     with pytest.raises(RuntimeError, match="power cut"):
         gc(path, RetentionPolicy(success_rate=0.3))
     kept = trace_ids(path)
@@ -496,7 +497,7 @@ def test_a_crash_before_the_old_segment_goes_leaves_a_readable_store(
     def crash(full: Path) -> None:
         raise RuntimeError("power cut")
 
-    monkeypatch.setattr(_retention, "_unlink_segment", crash)
+    monkeypatch.setattr(_segments, "_unlink_segment", crash)
     with pytest.raises(RuntimeError, match="power cut"):
         gc(path, RetentionPolicy(success_rate=0.3))
     kept = trace_ids(path)
