@@ -63,9 +63,7 @@ from .._internal.compat import attribute_blind
 from .._internal.session_attrs import AttributeValue
 from .._internal.unreplayable import UnreplayableCounter
 from ..errors import ConfigError
-from ..export import ChronicleExporter
-from ..export._batch import BatchStats, describe
-from ..export._uploader import PayloadUploader, UploadStats
+from ..export import BatchStats, ChronicleExporter, PayloadUploader, UploadStats
 from ..redact import Redactor
 from ..store import LocalStore
 from . import _metrics as metrics
@@ -277,7 +275,7 @@ class ChronicleConfig:
             else None
         )
         return ChronicleStats(
-            exports={s.name: s for s in describe(pipeline.processors)},
+            exports={s.name: s for s in pipeline.batch_stats()},
             store=store,
             payloads=self.payload_stats(),
             unreplayable=pipeline.unreplayable.counts(),

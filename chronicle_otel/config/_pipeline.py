@@ -32,9 +32,7 @@ from .._internal.errors import handle_internal_errors
 from .._internal.params import OTLP_PROTOCOL, STORE_PATH, PayloadSettings, StoreSettings, resolve
 from .._internal.unreplayable import UnreplayableCounter
 from ..errors import ConfigError
-from ..export import ChronicleExporter
-from ..export._batch import BatchProcessor
-from ..export._uploader import PayloadUploader
+from ..export import BatchProcessor, BatchStats, ChronicleExporter, PayloadUploader
 from ..store import LocalStore
 from ..version import __version__
 
@@ -210,6 +208,10 @@ class Pipeline:
             if self._drain is not None:  # last: a span has reached every exporter's queue when it runs
                 self.tracer_provider.add_span_processor(self._drain)
 
+    def batch_stats(self) -> list[BatchStats]:
+        """The counters of the batch processors among this pipeline's processors."""
+        return [p.stats() for p in self.processors if isinstance(p, BatchProcessor)]
+
     def supersede(self) -> None:
         """A newer pipeline's processors are on the same provider: this one's stop loses nothing."""
         for processor in self.processors:
@@ -383,7 +385,7 @@ def _uploader(
     if custom is None and not settings.remote:
         return None
     if custom is None:
-        from ..store._object import ObjectPayloadStore
+        from ..store import ObjectPayloadStore
 
         custom = ObjectPayloadStore(
             settings.url,
