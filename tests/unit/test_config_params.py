@@ -18,10 +18,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.util._once import Once
 
 import chronicle_otel as chronicle
-from chronicle_otel import config as config_module
 from chronicle_otel import environment_variables as env
 from chronicle_otel._internal import boundary_factory
 from chronicle_otel._internal import params as p
+from chronicle_otel.config import _config, _lifecycle
 from chronicle_otel.config._pipeline import Pipeline
 from tests.conftest import make_recorder
 
@@ -45,7 +45,11 @@ def imported_modules(path: Path) -> set[str]:
 
 @pytest.mark.parametrize(
     "module",
-    ["config/__init__.py", "_internal/params.py", "config/_pipeline.py", "_internal/boundary_factory.py"],
+    [
+        *sorted(str(f.relative_to(PACKAGE)) for f in (PACKAGE / "config").glob("*.py")),
+        "_internal/params.py",
+        "_internal/boundary_factory.py",
+    ],
 )
 def test_configuration_never_imports_the_decorator_module(module: str) -> None:
     names = imported_modules(PACKAGE / module)
@@ -333,8 +337,8 @@ def test_an_otel_protocol_chronicle_does_not_use_is_not_checked(
 def test_atexit_flush_is_registered_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     registered: list[object] = []
     monkeypatch.setattr(atexit, "register", registered.append)
-    monkeypatch.setattr(config_module._DEFAULT, "atexit_registered", False)
+    monkeypatch.setattr(_config.DEFAULT, "atexit_registered", False)
     make_recorder(tmp_path / "1")
     make_recorder(tmp_path / "2")
     chronicle.configure(tracer_provider=TracerProvider(), store=False, local=True)
-    assert [f for f in registered if f is config_module._shutdown_at_exit] == [config_module._shutdown_at_exit]
+    assert [f for f in registered if f is _lifecycle.shutdown_at_exit] == [_lifecycle.shutdown_at_exit]

@@ -138,7 +138,7 @@ def test_importing_the_loader_at_run_time_loads_no_recording_pipeline() -> None:
 
 
 @pytest.mark.parametrize(
-    "module", ["chronicle_otel.record._boundary", "chronicle_otel.config", "chronicle_otel.export"]
+    "module", ["chronicle_otel.record._boundary", "chronicle_otel.config._configure", "chronicle_otel.export"]
 )
 def test_importing_the_recording_side_at_run_time_loads_no_read_side(module: str) -> None:
     loaded = _loaded_after(f"import {module}")
@@ -149,6 +149,7 @@ def test_importing_the_recording_side_at_run_time_loads_no_read_side(module: str
 def test_the_graph_sees_relative_and_lazy_imports() -> None:
     assert "chronicle_otel.load._assemble" in EDGES["chronicle_otel.load"]
     assert "chronicle_otel.store._local" in EDGES["chronicle_otel.store"]  # imported lazily, by name
+    assert "chronicle_otel.config._configure" in EDGES["chronicle_otel.config"]
 
 
 def test_the_import_graph_has_no_cycles() -> None:
