@@ -32,13 +32,14 @@ variable cannot raise into the first boundary call: it is logged once and record
 ``configure()`` (which raises on it).
 
 How it is built: the options are in ``_options``; the parameter table and its resolver in
-``chronicle_otel._internal.params`` (export and store read it too); :class:`ChronicleConfig`, its counters and the
+:mod:`chronicle_otel.config.params` (export and store read it too); :class:`ChronicleConfig`, its counters and the
 process-wide configuration :func:`get_config` returns in ``_config``; :func:`configure` in ``_configure``; the live
 resources (provider, processors, exporter, store, payload buffer, tracer) in ``_pipeline``; the flushes at exit, at
 fork and on stop signals in ``_lifecycle`` (with ``_signals``); :func:`isolated` in ``_isolation``; the counters as
 OpenTelemetry metrics in ``_metrics``.
 
-The public names are imported on first use, as those of the other stages' packages are.
+The public names are imported on first use: the stages that read the parameter table (export, store) import
+``chronicle_otel.config.params`` without loading the pipeline that imports them.
 """
 
 from __future__ import annotations

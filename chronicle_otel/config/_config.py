@@ -1,6 +1,6 @@
 """The resolved configuration: :class:`ChronicleConfig`, its counters, and the process-wide one.
 
-A :class:`ChronicleConfig` joins frozen settings (resolved through :mod:`chronicle_otel._internal.params`) and the
+A :class:`ChronicleConfig` joins frozen settings (resolved through :mod:`chronicle_otel.config.params`) and the
 live resources of its :class:`~chronicle_otel.config._pipeline.Pipeline`. The process-wide configuration sits in
 :data:`DEFAULT`, which boundaries defined at module level read through :func:`get_config`; :func:`configure`
 fills it, an :func:`isolated` block swaps it for a sandbox meanwhile.
@@ -22,14 +22,14 @@ from opentelemetry import trace as trace_api
 from opentelemetry.sdk.trace import SpanProcessor
 
 from .._internal import boundary_factory, hooks
-from .._internal import params as p
 from .._internal.buffer import PayloadBuffer
 from .._internal.compat import attribute_blind
-from .._internal.session_attrs import AttributeValue
 from .._internal.unreplayable import UnreplayableCounter
 from ..export import BatchStats, ChronicleExporter, PayloadUploader, UploadStats
+from ..record.session_attrs import AttributeValue
 from ..redact import Redactor
 from ..store import LocalStore
+from . import params as p
 from ._pipeline import Pipeline
 
 

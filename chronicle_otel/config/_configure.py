@@ -17,10 +17,10 @@ from typing import Any, Literal
 from opentelemetry import trace as trace_api
 from opentelemetry.sdk.trace import TracerProvider
 
-from .._internal import params as p
 from ..errors import ConfigError
 from . import _lifecycle as lifecycle
 from . import _metrics as metrics
+from . import params as p
 from ._config import DEFAULT, ChronicleConfig, ChronicleStats
 from ._options import CaptureOptions, PayloadOptions, RedactionOptions, StoreOptions
 from ._pipeline import Pipeline

@@ -9,7 +9,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from .._internal import params as p
+from . import params as p
 from ._config import DEFAULT, ChronicleConfig, Isolation
 from ._options import StoreOptions
 from ._pipeline import Pipeline

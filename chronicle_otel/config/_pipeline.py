@@ -3,7 +3,7 @@
 A :class:`Pipeline` owns what :func:`chronicle_otel.configure` creates: the TracerProvider it created (or a
 reference to yours, which it never shuts down), its span processors, the :class:`ChronicleExporter`, the
 :class:`LocalStore`, the payload hand-off buffer and the tracer boundaries start spans with. Settings live
-elsewhere (:mod:`chronicle_otel._internal.params`); a pipeline only knows how to be built, started,
+elsewhere (:mod:`chronicle_otel.config.params`); a pipeline only knows how to be built, started,
 flushed and shut down.
 
 Building is separate from starting so that everything that can fail (an invalid OTLP protocol, a store
@@ -29,12 +29,12 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
 
 from .._internal.buffer import PayloadBuffer
 from .._internal.errors import handle_internal_errors
-from .._internal.params import OTLP_PROTOCOL, STORE_PATH, PayloadSettings, StoreSettings, resolve
 from .._internal.unreplayable import UnreplayableCounter
 from ..errors import ConfigError
 from ..export import BatchProcessor, BatchStats, ChronicleExporter, PayloadUploader
 from ..store import LocalStore
 from ..version import __version__
+from .params import OTLP_PROTOCOL, STORE_PATH, PayloadSettings, StoreSettings, resolve
 
 _log = logging.getLogger("chronicle_otel")
 

@@ -23,9 +23,9 @@ from typing import Any, cast
 
 import wrapt
 
-from .._internal.session_attrs import AttributeValue
 from ._spec import BoundaryKind, NameOf, Wrapper, checked_attributes, parse_kind, wrap
 from .adapters import Arguments, StreamAdapter
+from .session_attrs import AttributeValue
 
 _lock = threading.Lock()
 
