@@ -2,7 +2,7 @@
 
 The names and what they do come from ``chronicle_otel.environment_variables`` (one constant and one attribute
 docstring each); the setting each one stands for and its default from the parameter table
-(``chronicle_otel._internal.params.PARAMS``) and, for the load limits, from ``LoadLimits``. The page is never edited
+(``chronicle_otel.config.params.PARAMS``) and, for the load limits, from ``LoadLimits``. The page is never edited
 by hand: ``tests/unit/test_docs.py`` fails when the committed page differs from what this script writes.
 
 Usage::
@@ -31,7 +31,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from chronicle_otel import environment_variables  # noqa: E402
-from chronicle_otel._internal import params  # noqa: E402
+from chronicle_otel.config import params  # noqa: E402
 from chronicle_otel.load._limits import ENV_VARS, LoadLimits  # noqa: E402
 
 MIB = 1 << 20

@@ -14,9 +14,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import chronicle_otel as chronicle
-from chronicle_otel import config as config_module
 from chronicle_otel import semconv as sc
 from chronicle_otel._internal import errors as internal_errors
+from chronicle_otel.config import _lifecycle as config_lifecycle
 
 # chronicle's own plugin, loaded here rather than from its entry point (disabled in pyproject.toml): the entry point
 # imports the package before pytest-cov starts measuring, and the module-level lines of everything it imports would
@@ -58,7 +58,7 @@ def raise_internal_errors(request: pytest.FixtureRequest) -> Iterator[None]:
     internal_errors.reset_seen()
     yield
     internal_errors.RAISE_INTERNAL_ERRORS = False
-    config_module._reset_for_tests()
+    config_lifecycle.reset_for_tests()
 
 
 @pytest.fixture

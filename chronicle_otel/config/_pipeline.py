@@ -3,7 +3,7 @@
 A :class:`Pipeline` owns what :func:`chronicle_otel.configure` creates: the TracerProvider it created (or a
 reference to yours, which it never shuts down), its span processors, the :class:`ChronicleExporter`, the
 :class:`LocalStore`, the payload hand-off buffer and the tracer boundaries start spans with. Settings live
-elsewhere (:mod:`chronicle_otel._internal.params`); a pipeline only knows how to be built, started,
+elsewhere (:mod:`chronicle_otel.config.params`); a pipeline only knows how to be built, started,
 flushed and shut down.
 
 Building is separate from starting so that everything that can fail (an invalid OTLP protocol, a store
@@ -29,14 +29,12 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
 
 from .._internal.buffer import PayloadBuffer
 from .._internal.errors import handle_internal_errors
-from .._internal.params import OTLP_PROTOCOL, STORE_PATH, PayloadSettings, StoreSettings, resolve
 from .._internal.unreplayable import UnreplayableCounter
 from ..errors import ConfigError
-from ..export import ChronicleExporter
-from ..export._batch import BatchProcessor
-from ..export._uploader import PayloadUploader
+from ..export import BatchProcessor, BatchStats, ChronicleExporter, PayloadUploader
 from ..store import LocalStore
 from ..version import __version__
+from .params import OTLP_PROTOCOL, STORE_PATH, PayloadSettings, StoreSettings, resolve
 
 _log = logging.getLogger("chronicle_otel")
 
@@ -209,6 +207,10 @@ class Pipeline:
                 self.tracer_provider.add_span_processor(processor)
             if self._drain is not None:  # last: a span has reached every exporter's queue when it runs
                 self.tracer_provider.add_span_processor(self._drain)
+
+    def batch_stats(self) -> list[BatchStats]:
+        """The counters of the batch processors among this pipeline's processors."""
+        return [p.stats() for p in self.processors if isinstance(p, BatchProcessor)]
 
     def supersede(self) -> None:
         """A newer pipeline's processors are on the same provider: this one's stop loses nothing."""
@@ -383,7 +385,7 @@ def _uploader(
     if custom is None and not settings.remote:
         return None
     if custom is None:
-        from ..store._object import ObjectPayloadStore
+        from ..store import ObjectPayloadStore
 
         custom = ObjectPayloadStore(
             settings.url,

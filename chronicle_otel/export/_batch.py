@@ -29,7 +29,7 @@ import threading
 import time
 import weakref
 from collections.abc import Sequence
-from typing import Any, Final, Literal
+from typing import Final, Literal
 
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
@@ -324,8 +324,3 @@ def _register_fork(processor: BatchProcessor) -> None:
 def _reinit_all() -> None:
     for processor in list(_live):
         processor._after_fork_in_child()
-
-
-def describe(processors: Sequence[Any]) -> list[BatchStats]:
-    """The counters of the batch processors among ``processors``."""
-    return [p.stats() for p in processors if isinstance(p, BatchProcessor)]

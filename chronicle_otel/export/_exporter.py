@@ -23,7 +23,7 @@ from .. import semconv
 from .._internal.buffer import PayloadBuffer
 from .._internal.errors import handle_internal_errors, warn_once
 from .._internal.otlp_json import export_line, plain_attributes
-from .._internal.params import STORE_KEEP, resolve
+from ..config.params import STORE_KEEP, resolve
 from ..store import LocalStore, TraceRecord
 from ._recent import RecentMap
 

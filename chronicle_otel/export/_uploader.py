@@ -418,7 +418,7 @@ class PayloadUploader:
         return False
 
     def _failed(self, error: BaseException) -> None:
-        from ..store._object import describe_error
+        from ..store import describe_error
 
         self._count(failures=1)
         reason = describe_error(error)

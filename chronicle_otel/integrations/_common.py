@@ -12,9 +12,16 @@ from typing import Any
 
 from .. import semconv
 from ..errors import ConfigError
-from ..record._genai import field_of, finish_reasons, outcome_attributes, response_attributes, usage_attributes
-from ..record._instrument import instrument, uninstrument
 from ..record.adapters import Arguments, AsyncReplayedStream, ReplayedStream, StreamAdapter
+from ..record.extension import (
+    field_of,
+    finish_reasons,
+    instrument,
+    outcome_attributes,
+    response_attributes,
+    uninstrument,
+    usage_attributes,
+)
 
 _lock = threading.Lock()
 

@@ -48,8 +48,8 @@ import wrapt
 from .._internal.errors import handle_internal_errors, warn_once
 from ..codec import UnresolvedObject, register_type
 from ..errors import ReplayDivergence
-from ..record._genai import response_attributes
 from ..record.adapters import StreamAdapter, StreamEnd, StreamRecorder, StreamReplay, record_stream
+from ..record.extension import response_attributes
 
 __all__ = ["HEAD_TYPE_NAME", "RESPONSE_TYPE_NAME", "ResponseHead", "SdkResponses", "response_adapter"]
 

@@ -66,9 +66,8 @@ from .._internal.errors import handle_internal_errors, warn_once
 from ..codec import register_type
 from ..config import get_config
 from ..errors import ChronicleError
-from ..record._genai import usage_attributes
-from ..record._spec import BoundaryKind, wrap
 from ..record.adapters import Arguments
+from ..record.extension import BoundaryKind, usage_attributes, wrap
 from ._common import require
 
 __all__ = ["CHAT_MODEL_INVOKE", "CHAT_MODEL_STREAM", "PACKAGES", "TOOL", "instrument", "uninstrument"]

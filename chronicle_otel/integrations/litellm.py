@@ -72,7 +72,6 @@ from .. import semconv
 from .._internal import hooks
 from .._internal.errors import warn_once
 from ..codec import register_type
-from ..record._spec import BoundaryKind, Wrapper, wrap
 from ..record.adapters import (
     Arguments,
     RecordingAsyncStream,
@@ -82,6 +81,7 @@ from ..record.adapters import (
     StreamRecorder,
     StreamReplay,
 )
+from ..record.extension import BoundaryKind, Wrapper, wrap
 from ._common import chat_chunk_attributes, require, response_event_attributes
 
 __all__ = ["EXCLUDED", "instrument", "uninstrument"]

@@ -55,12 +55,18 @@ from .._internal import hooks
 from .._internal.errors import handle_internal_errors
 from ..codec import register_type
 from ..config import get_config
-from ..record._genai import attribute_scalar, field_of, response_attributes
-from ..record._instrument import _Instrumented
-from ..record._instrument import instrument as _instrument_method
-from ..record._instrument import uninstrument as _uninstrument_method
-from ..record._spec import BoundaryKind, Wrapper, wrap
 from ..record.adapters import Arguments, AsyncReplayedStream, ReplayedStream, StreamAdapter, StreamReplay
+from ..record.extension import (
+    BoundaryKind,
+    Instrumented,
+    Wrapper,
+    attribute_scalar,
+    field_of,
+    response_attributes,
+    wrap,
+)
+from ..record.extension import instrument as _instrument_method
+from ..record.extension import uninstrument as _uninstrument_method
 from ._common import chat_chunk_attributes, require
 
 __all__ = ["LLM_METHODS", "TOOL_METHODS", "TOOL_PREFIX", "instrument", "uninstrument"]
@@ -229,7 +235,7 @@ def _install_class(cls: type) -> None:
     """Replace each LLM method ``cls`` defines itself (an override, not an abstract declaration) by a seam."""
     provider = _provider(cls)
     for method, name in LLM_METHODS.items():
-        if isinstance(vars(cls).get(method), _Instrumented):
+        if isinstance(vars(cls).get(method), Instrumented):
             _uninstrument_method(cls, method)  # instrumented by hand before: the integration's seam wins
         original = vars(cls).get(method)
         if original is None or isinstance(original, _Seam) or not _plain_method(original):

@@ -56,8 +56,8 @@ import wrapt
 
 from .._internal import hooks
 from .._internal.errors import handle_internal_errors, warn_once
-from ..record._spec import BoundaryKind, Wrapper, wrap
 from ..record.adapters import Arguments
+from ..record.extension import BoundaryKind, Wrapper, wrap
 from ._common import require
 
 __all__ = ["GET_RESPONSE", "STREAM_RESPONSE", "TOOL", "TOOL_PREFIX", "instrument", "uninstrument"]

@@ -56,11 +56,10 @@ from .. import semconv
 from .._internal import hooks
 from .._internal.errors import handle_internal_errors
 from ..errors import ReplayDivergence
-from ..record._genai import usage_attributes
-from ..record._instrument import instrument as _instrument_attribute
-from ..record._instrument import uninstrument as _uninstrument_attribute
-from ..record._spec import BoundaryKind, Wrapper, wrap
 from ..record.adapters import Arguments, RecordingProxy, StreamAdapter, StreamRecorder, StreamReplay
+from ..record.extension import BoundaryKind, Wrapper, usage_attributes, wrap
+from ..record.extension import instrument as _instrument_attribute
+from ..record.extension import uninstrument as _uninstrument_attribute
 from ._common import require
 
 __all__ = ["MODEL_REQUEST", "MODEL_REQUEST_STREAM", "TOOL", "VOLATILE_FIELDS", "instrument", "uninstrument"]

@@ -2,7 +2,8 @@
 
 The decorator (``_boundary``, ``_spec``), ``call(...)`` blocks (``_call_block``), the call lifecycle
 (``_recording``) with its payload attributes (``_payloads``, ``_genai``, ``_call_index``), argument binding
-(``_binding``), ``instrument()`` (``_instrument``), sessions (``_session``) and the SDK adapters (:mod:`.adapters`).
+(``_binding``), ``instrument()`` (``_instrument``), sessions (``_session``, their span attributes in
+:mod:`.session_attrs`), the SDK adapters (:mod:`.adapters`) and what the integrations build on (:mod:`.extension`).
 
 The public names are the top-level ones (``chronicle_otel.boundary``...); they are imported here on first use, so
 importing one module of this package (an integration's GenAI attributes, say) does not load the whole recording

@@ -49,11 +49,11 @@ from typing import Any, TypeVar, overload
 
 from .._internal import boundary_factory
 from .._internal.boundary_factory import BoundaryDecorator
-from .._internal.session_attrs import AttributeValue
 from ..config import ChronicleConfig
 from ._call_block import call
 from ._instrument import instrument, uninstrument
 from ._spec import BoundaryKind, checked_attributes, parse_kind, wrap
+from .session_attrs import AttributeValue
 
 __all__ = ["BoundaryDecorator", "BoundaryKind", "boundary", "call", "instrument", "uninstrument"]
 

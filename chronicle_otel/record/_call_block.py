@@ -20,10 +20,10 @@ from typing import Any, TypeVar
 from opentelemetry import context as context_api
 
 from .._internal import hooks
-from .._internal.session_attrs import AttributeValue
 from ..config import ChronicleConfig
 from ._recording import Call, begin
 from ._spec import BoundaryKind, Spec, parse_kind
+from .session_attrs import AttributeValue
 
 _T = TypeVar("_T")
 

@@ -15,8 +15,8 @@ from types import MappingProxyType
 from typing import Any, Final
 
 from .. import semconv
-from .._internal.session_attrs import AttributeValue
 from ..redact import Redactor
+from .session_attrs import AttributeValue
 
 GENAI_OPERATION: Final = "chat"
 """The ``gen_ai.operation.name`` of ``llm`` boundaries."""

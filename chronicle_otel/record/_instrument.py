@@ -23,14 +23,14 @@ from typing import Any, cast
 
 import wrapt
 
-from .._internal.session_attrs import AttributeValue
 from ._spec import BoundaryKind, NameOf, Wrapper, checked_attributes, parse_kind, wrap
 from .adapters import Arguments, StreamAdapter
+from .session_attrs import AttributeValue
 
 _lock = threading.Lock()
 
 
-class _Instrumented(Wrapper):
+class Instrumented(Wrapper):
     """The function wrapper :func:`instrument` installs; knows whether it created the attribute it occupies."""
 
     _self_created: bool
@@ -53,10 +53,10 @@ def _factory(
     stream: StreamAdapter | None = None,
     asynchronous: bool | None = None,
     name_of: NameOf | None = None,
-) -> Callable[..., _Instrumented]:
-    def factory(original: Callable[..., Any], *args: Any, **kwargs: Any) -> _Instrumented:
+) -> Callable[..., Instrumented]:
+    def factory(original: Callable[..., Any], *args: Any, **kwargs: Any) -> Instrumented:
         wrapper = cast(
-            _Instrumented,
+            Instrumented,
             wrap(
                 original,
                 name=name,
@@ -65,7 +65,7 @@ def _factory(
                 enabled=None,
                 provider=provider,
                 config=None,
-                wrapper_type=_Instrumented,
+                wrapper_type=Instrumented,
                 arguments=arguments,
                 stream=stream,
                 shape="async" if asynchronous else None,
@@ -129,7 +129,7 @@ def instrument(
     static = checked_attributes(attributes)
     with _lock:
         parent, attribute, current = wrapt.resolve_path(target, path)
-        if isinstance(current, _Instrumented):
+        if isinstance(current, Instrumented):
             return
         factory = _factory(
             name,
@@ -153,7 +153,7 @@ def uninstrument(target: Any, path: str) -> bool:
     """
     with _lock:
         parent, attribute, current = wrapt.resolve_path(target, path)
-        if not isinstance(current, _Instrumented) or not _defines(parent, attribute):
+        if not isinstance(current, Instrumented) or not _defines(parent, attribute):
             return False  # not instrumented, or instrumented on a base class: undo it there
         if current._self_created:
             delattr(parent, attribute)

@@ -29,7 +29,6 @@ from .. import semconv
 from .._internal.compat import set_clean_attributes
 from .._internal.errors import warn_once
 from .._internal.hooks import ReplayExtra
-from .._internal.session_attrs import SESSION_ATTRIBUTES, AttributeValue
 from .._internal.streams import AsyncStreamDriver, StreamDriver, StreamState
 from ..codec import encode, encode_unscanned
 from ..config import ChronicleConfig, get_config
@@ -47,6 +46,7 @@ from ._payloads import (
     secrets_of_error,
 )
 from .adapters import RecordingProxy, StreamAdapter, StreamRecorder
+from .session_attrs import SESSION_ATTRIBUTES, AttributeValue
 
 if TYPE_CHECKING:
     from ._spec import Spec

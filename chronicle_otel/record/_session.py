@@ -30,9 +30,9 @@ from types import MappingProxyType, TracebackType
 from typing import Any, TypeVar
 
 from .. import semconv
-from .._internal.session_attrs import SESSION_ATTRIBUTES, AttributeValue, session_attributes
 from ..config import get_config
 from ..redact import Redactor
+from .session_attrs import SESSION_ATTRIBUTES, AttributeValue, session_attributes
 
 __all__ = ["current_session", "session"]
 

@@ -27,7 +27,6 @@ from .._internal import hooks
 from .._internal.errors import handle_internal_errors
 from .._internal.hooks import ReplayExtra, Shape
 from .._internal.names import module_name
-from .._internal.session_attrs import AttributeValue
 from ..codec import CODEC_VERSION
 from ..config import ChronicleConfig
 from ..errors import ChronicleWarning, ConfigError
@@ -35,6 +34,7 @@ from ..redact import REDACTED, Redactor
 from ._binding import Binder, SelectingBinder, classmethod_class, may_be_classmethod
 from ._genai import OPENINFERENCE_SPAN_KINDS, attribute_scalar, request_parameters, static_attributes
 from ._recording import Runner, run_agen, run_async, run_gen, run_sync
+from .session_attrs import AttributeValue
 
 if TYPE_CHECKING:
     from .adapters import Arguments, StreamAdapter

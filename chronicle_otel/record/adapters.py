@@ -39,8 +39,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import wrapt
 
-from .._internal.session_attrs import AttributeValue
 from ..errors import ReplayDivergence
+from .session_attrs import AttributeValue
 
 __all__ = [
     "Arguments",

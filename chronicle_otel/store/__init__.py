@@ -21,7 +21,8 @@ API:
     :class:`StoreReader` — read-only access to a store (what loading uses); :func:`is_store` recognises one.
     :class:`PayloadStore` — the protocol any payload store implements (put many, get, has).
     :class:`PayloadSource` — its reading half, all that loading a trace needs.
-    :class:`ObjectPayloadStore` — payloads in object storage over the S3 API (``pip install 'chronicle-otel[s3]'``).
+    :class:`ObjectPayloadStore` — payloads in object storage over the S3 API (``pip install 'chronicle-otel[s3]'``);
+    :func:`describe_error` says in one line why a payload store failed (credentials, bucket, network…).
     :func:`open_payload_store` — the payload store a setting names (``s3://bucket/prefix`` or a store directory).
     :class:`TraceSummary` — one row of :meth:`LocalStore.list_traces`.
     :func:`apply_retention` — keep every failure, sample the successes, cap age and size (:class:`RetentionPolicy`,
@@ -39,7 +40,7 @@ from .reader import MANIFEST, STORE_FORMAT, StoreReader, TraceSummary, default_s
 
 if TYPE_CHECKING:
     from ._local import LocalStore, TraceRecord
-    from ._object import ObjectPayloadStore, PutReport
+    from ._object import ObjectPayloadStore, PutReport, describe_error
     from ._retention import RetentionPolicy, RetentionReport, apply_retention
 
 __all__ = [
@@ -57,6 +58,7 @@ __all__ = [
     "TraceSummary",
     "apply_retention",
     "default_store_path",
+    "describe_error",
     "is_store",
     "open_payload_store",
     "payload_digest",
@@ -68,7 +70,7 @@ def __getattr__(name: str) -> Any:
     module = None
     if name in ("LocalStore", "TraceRecord"):
         module = importlib.import_module("._local", __name__)
-    elif name in ("ObjectPayloadStore", "PutReport"):
+    elif name in ("ObjectPayloadStore", "PutReport", "describe_error"):
         module = importlib.import_module("._object", __name__)
     elif name in ("RetentionPolicy", "RetentionReport", "apply_retention"):
         module = importlib.import_module("._retention", __name__)

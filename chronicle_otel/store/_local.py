@@ -42,7 +42,7 @@ from typing import Any, Final
 
 from .._internal.digest import payload_digest
 from .._internal.errors import logger
-from .._internal.params import STORE_COMPRESS, resolve
+from ..config.params import STORE_COMPRESS, resolve
 from ..errors import StoreError
 from ._compression import LineCompressor
 from .reader import INDEX, MANIFEST, STORE_FORMAT, StoreReader, _has_replay_column, lines_by_ref, lines_of_trace

@@ -18,10 +18,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.util._once import Once
 
 import chronicle_otel as chronicle
-from chronicle_otel import config as config_module
 from chronicle_otel import environment_variables as env
 from chronicle_otel._internal import boundary_factory
-from chronicle_otel._internal import params as p
+from chronicle_otel.config import _config, _lifecycle
+from chronicle_otel.config import params as p
 from chronicle_otel.config._pipeline import Pipeline
 from tests.conftest import make_recorder
 
@@ -45,7 +45,7 @@ def imported_modules(path: Path) -> set[str]:
 
 @pytest.mark.parametrize(
     "module",
-    ["config/__init__.py", "_internal/params.py", "config/_pipeline.py", "_internal/boundary_factory.py"],
+    [*sorted(str(f.relative_to(PACKAGE)) for f in (PACKAGE / "config").glob("*.py")), "_internal/boundary_factory.py"],
 )
 def test_configuration_never_imports_the_decorator_module(module: str) -> None:
     names = imported_modules(PACKAGE / module)
@@ -53,10 +53,18 @@ def test_configuration_never_imports_the_decorator_module(module: str) -> None:
     assert [n for n in names if "_boundary" in n.split(".")] == []
 
 
-@pytest.mark.parametrize("module", ["_internal/params.py", "config/_pipeline.py", "_internal/boundary_factory.py"])
+@pytest.mark.parametrize("module", ["config/_pipeline.py", "_internal/boundary_factory.py"])
 def test_configuration_internals_never_import_config(module: str) -> None:
     names = imported_modules(PACKAGE / module)
     assert [n for n in names if n in ("..config", "chronicle_otel.config") or n.startswith("..config.")] == []
+
+
+def test_the_parameter_table_imports_nothing_else_of_config() -> None:
+    """export and store read the table: it never loads the pipeline, which imports them."""
+    tree = ast.parse((PACKAGE / "config" / "params.py").read_text())
+    relative = [(node.level, node.module or "") for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
+    assert [(level, module) for level, module in relative if level == 1 or module.startswith("config")] == []
+    assert [n for n in imported_modules(PACKAGE / "config" / "params.py") if n.startswith("chronicle_otel")] == []
 
 
 def test_the_decorator_module_fills_the_registry() -> None:
@@ -333,8 +341,8 @@ def test_an_otel_protocol_chronicle_does_not_use_is_not_checked(
 def test_atexit_flush_is_registered_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     registered: list[object] = []
     monkeypatch.setattr(atexit, "register", registered.append)
-    monkeypatch.setattr(config_module._DEFAULT, "atexit_registered", False)
+    monkeypatch.setattr(_config.DEFAULT, "atexit_registered", False)
     make_recorder(tmp_path / "1")
     make_recorder(tmp_path / "2")
     chronicle.configure(tracer_provider=TracerProvider(), store=False, local=True)
-    assert [f for f in registered if f is config_module._shutdown_at_exit] == [config_module._shutdown_at_exit]
+    assert [f for f in registered if f is _lifecycle.shutdown_at_exit] == [_lifecycle.shutdown_at_exit]

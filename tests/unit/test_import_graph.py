@@ -145,7 +145,7 @@ def test_importing_the_loader_at_run_time_loads_no_recording_pipeline() -> None:
 
 
 @pytest.mark.parametrize(
-    "module", ["chronicle_otel.record._boundary", "chronicle_otel.config", "chronicle_otel.export"]
+    "module", ["chronicle_otel.record._boundary", "chronicle_otel.config._configure", "chronicle_otel.export"]
 )
 def test_importing_the_recording_side_at_run_time_loads_no_read_side(module: str) -> None:
     loaded = _loaded_after(f"import {module}")
@@ -153,9 +153,25 @@ def test_importing_the_recording_side_at_run_time_loads_no_read_side(module: str
     assert [m for m in loaded if _under(m, ("chronicle_otel.load", "chronicle_otel.replay"))] == []
 
 
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "from chronicle_otel.config.params import PARAMS",
+        "from chronicle_otel.store import LocalStore",
+        "from chronicle_otel.export import ChronicleExporter",
+    ],
+)
+def test_the_stages_that_read_the_parameter_table_import_first_in_any_order(statement: str) -> None:
+    """store and export read config's parameter table, and config's pipeline imports them: the table loads alone."""
+    loaded = _loaded_after(statement)  # an import cycle would raise
+    assert "chronicle_otel.config.params" in loaded
+    assert "chronicle_otel.config._pipeline" not in loaded
+
+
 def test_the_graph_sees_relative_and_lazy_imports() -> None:
     assert "chronicle_otel.load._assemble" in EDGES["chronicle_otel.load"]
     assert "chronicle_otel.store._local" in EDGES["chronicle_otel.store"]  # imported lazily, by name
+    assert "chronicle_otel.config._configure" in EDGES["chronicle_otel.config"]
 
 
 def test_the_import_graph_has_no_cycles() -> None:
@@ -190,15 +206,6 @@ NEUTRAL_LEAVES = (
     "chronicle_otel.semconv",
     "chronicle_otel.version",
 )
-# _internal modules that still import above it, and why. Each one is a move still to make (issue 27).
-INTERNAL_UPWARD_EXCEPTIONS = {
-    # The parameter table parses the redaction settings into a Redactor. export and store read the table too, so it
-    # cannot move under config/: the exporter would import config, whose pipeline imports the exporter.
-    ("chronicle_otel._internal.params", "chronicle_otel.redact"),
-    # Session variables are encoded and redacted as payloads are; recording and config's parameter table use them.
-    ("chronicle_otel._internal.session_attrs", "chronicle_otel.codec"),
-    ("chronicle_otel._internal.session_attrs", "chronicle_otel.redact"),
-}
 
 
 def test_the_neutral_leaves_import_nothing_of_the_package() -> None:
@@ -213,8 +220,7 @@ def test_internal_imports_nothing_above_it() -> None:
         for target in targets
         if not _under(target, (INTERNAL, *NEUTRAL_LEAVES))
     }
-    assert sorted(upward - INTERNAL_UPWARD_EXCEPTIONS) == []
-    assert sorted(INTERNAL_UPWARD_EXCEPTIONS - upward) == [], "an exception no longer needed: remove it from the list"
+    assert sorted(upward) == []
 
 
 # ------------------------------------------------------------- no module takes another subpackage's private names
@@ -240,8 +246,13 @@ def private_imports(path: Path) -> set[str]:
     in its code, type-checking-only imports included."""
     name = module_name(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    return private_imports_in(path.read_text(), name, package)
+
+
+def private_imports_in(source: str, name: str, package: str) -> set[str]:
+    """:func:`private_imports` of the code ``source`` of module ``name``, in ``package``."""
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")
@@ -274,34 +285,10 @@ def private_imports(path: Path) -> set[str]:
 
 # Today's imports of another subpackage's private modules, and why they remain (issue 27 removes them).
 PRIVATE_IMPORT_EXCEPTIONS = {
-    # The integrations build their wrappers from recording's parts (spec, instrument, GenAI attributes): they are
-    # recording's own extensions, and these names are not public API.
-    ("chronicle_otel.integrations._common", "chronicle_otel.record._genai"),
-    ("chronicle_otel.integrations._common", "chronicle_otel.record._instrument"),
-    ("chronicle_otel.integrations._responses", "chronicle_otel.record._genai"),
-    ("chronicle_otel.integrations.langchain", "chronicle_otel.record._genai"),
-    ("chronicle_otel.integrations.langchain", "chronicle_otel.record._spec"),
-    ("chronicle_otel.integrations.litellm", "chronicle_otel.record._spec"),
-    ("chronicle_otel.integrations.llama_index", "chronicle_otel.record._genai"),
-    ("chronicle_otel.integrations.llama_index", "chronicle_otel.record._instrument"),
-    ("chronicle_otel.integrations.llama_index", "chronicle_otel.record._instrument:_Instrumented"),
-    ("chronicle_otel.integrations.llama_index", "chronicle_otel.record._spec"),
-    ("chronicle_otel.integrations.openai_agents", "chronicle_otel.record._spec"),
-    ("chronicle_otel.integrations.pydantic_ai", "chronicle_otel.record._genai"),
-    ("chronicle_otel.integrations.pydantic_ai", "chronicle_otel.record._instrument"),
-    ("chronicle_otel.integrations.pydantic_ai", "chronicle_otel.record._spec"),
     # Replay reads what recording wrote with recording's own code (payload encoding, the spec's kinds, the session).
     ("chronicle_otel.replay._compare", "chronicle_otel.record._payloads"),
     ("chronicle_otel.replay._engine", "chronicle_otel.record._session"),
     ("chronicle_otel.replay._matching", "chronicle_otel.record._spec"),
-    # The composition root builds the batch processor, the uploader and the object store, and reads their counters:
-    # export/ and store/ do not make them public.
-    ("chronicle_otel.config", "chronicle_otel.export._batch"),
-    ("chronicle_otel.config", "chronicle_otel.export._uploader"),
-    ("chronicle_otel.config._pipeline", "chronicle_otel.export._batch"),
-    ("chronicle_otel.config._pipeline", "chronicle_otel.export._uploader"),
-    ("chronicle_otel.config._pipeline", "chronicle_otel.store._object"),
-    ("chronicle_otel.export._uploader", "chronicle_otel.store._object"),
     # The CLI shows replay's matching and report: the replay package does not export them yet.
     ("chronicle_otel.cli._diff", "chronicle_otel.replay._report"),
     ("chronicle_otel.cli._gen_test", "chronicle_otel.replay._matching"),
@@ -316,7 +303,18 @@ def test_no_module_imports_another_subpackages_private_names() -> None:
 
 
 def test_the_private_import_check_sees_private_modules_and_names() -> None:
-    found = private_imports(PACKAGE / "integrations" / "llama_index.py")
-    assert "chronicle_otel.record._instrument:_Instrumented" in found
-    assert "chronicle_otel.record.adapters" not in found  # public
-    assert not any(_under(item, (INTERNAL,)) for item in found)  # the shared floor
+    source = """
+from .._internal import hooks
+from .._internal.errors import warn_once
+from ..record import _instrument
+from ..record._spec import wrap
+from ..record.adapters import Arguments
+from ..record.extension import Instrumented, _Hidden
+from ._common import require
+"""
+    found = private_imports_in(source, "chronicle_otel.integrations.example", "chronicle_otel.integrations")
+    assert found == {
+        "chronicle_otel.record._instrument",  # a private module, imported by name
+        "chronicle_otel.record._spec",  # a private module, names imported from it
+        "chronicle_otel.record.extension:_Hidden",  # a private name of a public module
+    }  # not the public modules, the shared floor, nor the package's own private modules

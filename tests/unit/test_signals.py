@@ -15,7 +15,7 @@ import pytest
 from opentelemetry.sdk.trace import TracerProvider
 
 import chronicle_otel as chronicle
-from chronicle_otel import config as config_module
+from chronicle_otel.config import _lifecycle as config_lifecycle
 from chronicle_otel.config import _signals as signals
 from chronicle_otel.store import StoreReader
 
@@ -157,7 +157,7 @@ def test_configure_installs_once_and_the_reset_puts_the_handlers_back(tmp_path: 
     handler = signal.getsignal(signal.SIGTERM)
     assert signals.installed(signal.SIGTERM)
     assert handler._chronicle_previous is before  # type: ignore[union-attr]  # chained once, not to itself
-    config_module._reset_for_tests()
+    config_lifecycle.reset_for_tests()
     assert signal.getsignal(signal.SIGTERM) is before
 
 
@@ -266,8 +266,8 @@ def test_an_export_that_cannot_finish_ends_the_draining(tmp_path: Path) -> None:
     result = _run_attached(
         tmp_path,
         """
-        import chronicle_otel.config as config_module
-        config_module.SIGNAL_FLUSH_MILLIS = 100
+        import chronicle_otel.config._lifecycle as config_lifecycle
+        config_lifecycle.SIGNAL_FLUSH_MILLIS = 100
         install_provider(delay=1.0)
         signal.signal(signal.SIGTERM, lambda signum, frame: None)
         chronicle.configure(store=os.environ["STORE"])
@@ -287,8 +287,8 @@ def test_the_draining_lasts_only_the_grace_period(tmp_path: Path) -> None:
     result = _run_attached(
         tmp_path,
         """
-        import chronicle_otel.config as config_module
-        config_module.DRAIN_SECONDS = 0.2
+        import chronicle_otel.config._lifecycle as config_lifecycle
+        config_lifecycle.DRAIN_SECONDS = 0.2
         install_provider()
         signal.signal(signal.SIGTERM, lambda signum, frame: None)
         chronicle.configure(store=os.environ["STORE"])

@@ -17,6 +17,11 @@ the local store). ``configure()`` and the configuration of a process that never 
 
 This module reads no option class: ``config`` hands it the fields of its ``*Options`` objects, described by
 the :class:`RedactionFields` and :class:`StoreFields` protocols, so the dependency points one way.
+
+Not user API (the settings are :func:`~chronicle_otel.configure`'s arguments and the ``*Options`` fields): the
+stages read their rows here, ``LocalStore`` its ``compress`` and ``ChronicleExporter`` its ``keep`` default, and the
+environment variable reference is generated from :data:`PARAMS`. It imports nothing else of ``config``, so reading
+it never loads the pipeline, which imports the exporter and the store.
 """
 
 from __future__ import annotations
@@ -32,11 +37,60 @@ from typing import Any, Final, Generic, Literal, Protocol, TypeVar
 from opentelemetry.sdk.trace import TracerProvider
 
 from .. import environment_variables as env
+from .._internal.buffer import DEFAULT_MAX_BYTES
+from .._internal.errors import warn_once
 from ..errors import ConfigError
+from ..record.session_attrs import AttributeValue, session_attributes
 from ..redact import DEFAULT_SECRET_PATTERN, DEFAULT_VALUE_PATTERNS, PatternRedactor, Redactor, _chain
-from .buffer import DEFAULT_MAX_BYTES
-from .errors import warn_once
-from .session_attrs import AttributeValue, session_attributes
+
+__all__ = [
+    "Derived",
+    "ENABLED",
+    "EXIT_TIMEOUT",
+    "FLUSH_ON_SIGNALS",
+    "GENAI_ATTRIBUTES",
+    "Invalid",
+    "MAX_ATTRIBUTE_LENGTH",
+    "OPENINFERENCE",
+    "OTLP",
+    "OTLP_ENDPOINT",
+    "OTLP_PROTOCOL",
+    "PARAMS",
+    "PAYLOADS_BUFFER_BYTES",
+    "PAYLOADS_CONCURRENCY",
+    "PAYLOADS_SPOOL",
+    "PAYLOADS_SPOOL_BYTES",
+    "PAYLOADS_UPLOAD",
+    "PAYLOADS_URL",
+    "PAYLOADS_ZSTD_LEVEL",
+    "Param",
+    "PayloadSettings",
+    "QUEUE_ON_FULL",
+    "REDACTOR",
+    "REDACT_KEYS",
+    "REDACT_KEY_DEFAULTS",
+    "REDACT_VALUES",
+    "REDACT_VALUE_FORMATS",
+    "SDK_DISABLED",
+    "SERVICE_NAME",
+    "SESSION",
+    "STORE_BUFFER_BYTES",
+    "STORE_COMPRESS",
+    "STORE_DURABLE",
+    "STORE_KEEP",
+    "STORE_MAX_DELAY",
+    "STORE_MAX_QUEUE_SIZE",
+    "STORE_PATH",
+    "STORE_PROCESSOR",
+    "Settings",
+    "StoreSettings",
+    "TRACER_PROVIDER",
+    "build_redactor",
+    "resolve",
+    "resolve_payloads",
+    "resolve_settings",
+    "resolve_store",
+]
 
 T = TypeVar("T")
 

@@ -1,7 +1,7 @@
 """Session attributes: session variables as ``chronicle.session.*`` span attributes, and the active ones.
 
 Shared by the configuration (process-wide variables) and :func:`chronicle_otel.session` (contextual ones), so that
-neither imports the other.
+neither imports the other. Not user API: the configuration's parameter table reads it, so it has no underscore.
 """
 
 from __future__ import annotations
