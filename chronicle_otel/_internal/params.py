@@ -33,7 +33,7 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from .. import environment_variables as env
 from ..errors import ConfigError
-from ..redact import DEFAULT_SECRET_PATTERN, DEFAULT_VALUE_PATTERNS, PatternRedactor, Redactor, _chain
+from ..redact import DEFAULT_SECRET_PATTERN, DEFAULT_VALUE_PATTERNS, PatternRedactor, Redactor, chain
 from .buffer import DEFAULT_MAX_BYTES
 from .errors import warn_once
 from .session_attrs import AttributeValue, session_attributes
@@ -623,7 +623,7 @@ def build_redactor(options: RedactionFields | None, *, environ: Mapping[str, str
     formats = resolve(REDACT_VALUE_FORMATS, options.value_defaults if options else None, environ=environ)
     user = resolve(REDACTOR, options.redactor if options else None, environ=environ)
     patterns = PatternRedactor(keys=keys, values=values, formats=tuple(DEFAULT_VALUE_PATTERNS) if formats else ())
-    return _chain(patterns, user)
+    return chain(patterns, user)
 
 
 def resolve_settings(
