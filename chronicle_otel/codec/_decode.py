@@ -14,7 +14,6 @@ import os
 import uuid
 from collections.abc import Callable
 from decimal import Decimal
-from pathlib import PureWindowsPath
 from typing import Any, Final
 
 import orjson
@@ -314,7 +313,7 @@ def _dec_complex(d: _Decoder, v: dict[str, Any], depth: int) -> Any:
 
 
 def _dec_path(d: _Decoder, v: dict[str, Any], depth: int) -> Any:
-    from pathlib import Path, PurePosixPath
+    from pathlib import Path, PurePosixPath, PureWindowsPath
 
     text = _str(v, "value")
     if v.get("flavour") == "windows":

@@ -16,7 +16,6 @@ import sys
 import uuid
 from collections.abc import Callable, Mapping
 from decimal import Decimal
-from pathlib import PurePath, PureWindowsPath
 from typing import Any, Final
 
 from .._internal.names import module_name
@@ -219,6 +218,8 @@ def _enc_complex(v: complex, w: _Walker, d: int) -> Any:
 
 
 def _enc_path(v: Any, w: _Walker, d: int) -> Any:
+    from pathlib import PureWindowsPath  # imported already: ``v`` is a path
+
     encoded = {TAG: "path", "value": str(v), "pure": not hasattr(v, "exists")}
     if isinstance(v, PureWindowsPath):  # a Windows path read as a POSIX one would be another path
         encoded["flavour"] = "windows"
@@ -398,7 +399,6 @@ _BASE_ENCODERS: list[tuple[type, _Encoder]] = [
     (Decimal, _enc_decimal),
     (uuid.UUID, _enc_uuid),
     (complex, _enc_complex),
-    (PurePath, _enc_path),
     (BaseException, _enc_exception),
     (int, _enc_int_subclass),
     (float, _enc_float_subclass),
@@ -427,6 +427,9 @@ def _lookup_encoder(cls: type) -> _Encoder:
     if _is_pydantic_model(cls):
         return _enc_pydantic
     base_table = dict(_BASE_ENCODERS)
+    pathlib = sys.modules.get("pathlib")  # a path's class is pathlib's: without it no value is a path
+    if pathlib is not None:
+        base_table[pathlib.PurePath] = _enc_path
     for base in cls.__mro__:
         if base in base_table:
             return base_table[base]
