@@ -41,7 +41,7 @@ from .._internal.buffer import DEFAULT_MAX_BYTES
 from .._internal.errors import warn_once
 from ..errors import ConfigError
 from ..record.session_attrs import AttributeValue, session_attributes
-from ..redact import DEFAULT_SECRET_PATTERN, DEFAULT_VALUE_PATTERNS, PatternRedactor, Redactor, _chain
+from ..redact import DEFAULT_SECRET_PATTERN, DEFAULT_VALUE_PATTERNS, PatternRedactor, Redactor, chain
 
 __all__ = [
     "Derived",
@@ -677,7 +677,7 @@ def build_redactor(options: RedactionFields | None, *, environ: Mapping[str, str
     formats = resolve(REDACT_VALUE_FORMATS, options.value_defaults if options else None, environ=environ)
     user = resolve(REDACTOR, options.redactor if options else None, environ=environ)
     patterns = PatternRedactor(keys=keys, values=values, formats=tuple(DEFAULT_VALUE_PATTERNS) if formats else ())
-    return _chain(patterns, user)
+    return chain(patterns, user)
 
 
 def resolve_settings(

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from chronicle_otel import codec
 from chronicle_otel.codec import UnresolvedObject, decode, encode, join_encoded, same_encoding, upgrade_encoding
+from chronicle_otel.codec._models import _model_slots
 from chronicle_otel.errors import CodecError
 from tests.llm_servers import LLMServer
 
@@ -655,7 +656,7 @@ class Late(BaseModel):
 
 
 def test_a_model_whose_annotations_are_not_resolved_keeps_its_tags() -> None:
-    assert codec._model_slots(Late) == {}
+    assert _model_slots(Late) == {}
     assert decode(encode(Late.model_construct(later={"x": 1})), allow=[HERE]).later == {"x": 1}
 
 

@@ -14,6 +14,9 @@ from hypothesis import strategies as st
 
 from chronicle_otel import codec
 from chronicle_otel.codec import MAX_DEPTH, decode, encode, key_filter
+from chronicle_otel.codec._encode import _native
+from chronicle_otel.codec._format import _canonical
+from chronicle_otel.codec._walk import _Walker
 from chronicle_otel.redact import PatternRedactor, redact_encoded
 
 
@@ -24,11 +27,11 @@ class Mood(enum.Enum):
 def _walked(value: Any, redact: Any = None, secrets: list[str] | None = None) -> bytes:
     """What the encoder wrote before the fast path: the walk, then orjson, then the value scan."""
     if redact is None:
-        return codec._canonical(codec._Walker(None, secrets).walk(value, 0))
+        return _canonical(_Walker(None, secrets).walk(value, 0))
     if isinstance(redact, PatternRedactor):
-        return redact.redact_json(codec._canonical(codec._Walker(redact.key_predicate, secrets).walk(value, 0)))
+        return redact.redact_json(_canonical(_Walker(redact.key_predicate, secrets).walk(value, 0)))
     key, redactor = codec.resolve(redact)
-    data = codec._canonical(codec._Walker(key, secrets).walk(value, 0))
+    data = _canonical(_Walker(key, secrets).walk(value, 0))
     return data if redactor is None else redact_encoded(data, redactor)
 
 
@@ -121,16 +124,16 @@ def test_a_key_equal_to_a_known_one_but_of_another_type_takes_the_walk() -> None
     ],
 )
 def test_values_the_fast_path_cannot_vouch_for_take_the_walk(value: Any) -> None:
-    assert not codec._native(value, 0, PatternRedactor().key_predicate, None)
+    assert not _native(value, 0, PatternRedactor().key_predicate, None)
     assert encode(value, redact=PatternRedactor()) == _walked(value, PatternRedactor())
 
 
 def test_integer_bounds_are_the_walks() -> None:
     for n in (-(2**63), 2**64 - 1):
-        assert codec._native([n], 0, None, None)
+        assert _native([n], 0, None, None)
         assert encode([n]) == _walked([n])
     for n in (-(2**63) - 1, 2**64):
-        assert not codec._native([n], 0, None, None)
+        assert not _native([n], 0, None, None)
         assert decode(encode([n])) == [n]
 
 
