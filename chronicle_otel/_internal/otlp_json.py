@@ -4,7 +4,7 @@ One ``ExportTraceServiceRequest`` object per line: ``resourceSpans`` → ``scope
 lowerCamelCase field names, lowercase hex ids, 64-bit integers and ``*UnixNano`` times as JSON
 strings, enums as integers, default values omitted. Two inputs, one span encoder (:func:`_span_json`):
 finished SDK spans (the exporter, :func:`export_request`) and loaded span records (portable trace files,
-:func:`spans_to_request` and :func:`write_trace_file`).
+:func:`spans_to_request`, behind ``chronicle_otel.load.write_trace``).
 
 The exporter's path is :func:`export_line`, which writes the same bytes as ``orjson.dumps(export_request(spans))``
 with less work per span: the resource and scope of a line are encoded once per process, and a plain SDK span (no
@@ -15,11 +15,8 @@ literals; ``tests/unit/export/test_otlp_line.py`` holds it to :func:`_span_json`
 from __future__ import annotations
 
 import base64
-import gzip
 import math
-import os
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -27,15 +24,13 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind, StatusCode
 from opentelemetry.trace.span import DEFAULT_TRACE_STATE
 
-from .. import semconv
 from .compat import events_and_links
-from .gc_pause import gc_paused
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
-    from ..model import SpanRecord, Trace
+    from ..model import SpanRecord
 
 _KIND = {
     SpanKind.INTERNAL: 1,
@@ -495,32 +490,3 @@ def spans_to_request(
             for resource, scopes in by_resource.values()
         ]
     }
-
-
-def write_trace_file(trace: Trace, path: str | os.PathLike[str]) -> Path:
-    """Write ``trace`` as a portable OTLP/JSON file with its whole payloads inlined (see ``Trace.save``).
-
-    Linear in the size of the trace: only spans whose payload was rehydrated get new attributes, and the document is
-    encoded once.
-    """
-    whole: dict[str, dict[str, Any]] = {}
-    with gc_paused():  # one object per attribute of every span, and no cycles
-        for b in trace.boundaries:
-            for keys, payload in zip(semconv.PAYLOAD_KEYS, (b.raw_input, b.raw_output, b.raw_error)):  # noqa: B905
-                if payload is None or not payload.complete:
-                    continue
-                attrs = whole.get(b.span_id)
-                current = attrs if attrs is not None else b.span.attributes
-                if current.get(keys.text) == payload.text and keys.truncated not in current:
-                    continue  # the span holds it whole already
-                if attrs is None:
-                    attrs = whole[b.span_id] = dict(b.span.attributes)
-                attrs[keys.text] = payload.text
-                attrs.pop(keys.truncated, None)
-        data = orjson.dumps(spans_to_request(trace.spans, whole)) + b"\n"
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.tmp")
-    tmp.write_bytes(gzip.compress(data, compresslevel=6) if target.suffix == ".gz" else data)
-    os.replace(tmp, target)
-    return target
