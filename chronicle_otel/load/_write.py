@@ -39,7 +39,7 @@ def write_trace(trace: Trace, path: str | os.PathLike[str]) -> Path:
     Raises:
         OSError: the file cannot be written.
     """
-    from .._internal.otlp_json import spans_to_request  # it imports the OpenTelemetry SDK: loading does not need it
+    from ..otlp import spans_to_request  # the encoder imports the OpenTelemetry SDK: loading alone does not need it
 
     whole: dict[str, dict[str, Any]] = {}  # span id -> its attributes with the whole payloads back in
     with gc_paused():  # one object per attribute of every span, and no cycles

@@ -26,10 +26,11 @@ import chronicle_otel as chronicle
 from chronicle_otel import semconv as sc
 from chronicle_otel._internal.digest import payload_digest
 from chronicle_otel._internal.gc_pause import gc_paused
+from chronicle_otel._internal.untrusted import Where
 from chronicle_otel.codec import encode
 from chronicle_otel.errors import TraceLoadError
-from chronicle_otel.load._otlp import Where, _plain_attributes, _plain_span, _span, attributes
 from chronicle_otel.model import Boundary, SpanRecord, Trace
+from chronicle_otel.otlp._reader import _plain_attributes, _plain_span, _span, attributes
 from chronicle_otel.replay import build_trace
 from chronicle_otel.store import LocalStore, StoreReader
 from tests.conftest import make_recorder

@@ -26,8 +26,8 @@ from opentelemetry.trace import (
 )
 from opentelemetry.trace.span import TraceState
 
-from chronicle_otel._internal import otlp_json
-from chronicle_otel._internal.otlp_json import export_line, export_request, plain_attributes, span_dict
+from chronicle_otel.otlp import _writer, export_line, export_request, plain_attributes
+from chronicle_otel.otlp._writer import span_dict
 
 ATTRIBUTES: list[dict[str, Any]] = [
     {},
@@ -78,13 +78,13 @@ def _spans(**limits: Any) -> list[ReadableSpan]:
 
 
 def _general(spans: list[ReadableSpan]) -> bytes:
-    """What the general encoder writes: every span through :func:`otlp_json._span_json` with all its fields."""
-    original = otlp_json._plain_sdk_span
-    otlp_json._plain_sdk_span = lambda span, attrs: None  # type: ignore[assignment]
+    """What the general encoder writes: every span through :func:`_writer._span_json` with all its fields."""
+    original = _writer._plain_sdk_span
+    _writer._plain_sdk_span = lambda span, attrs: None  # type: ignore[assignment]
     try:
         return orjson.dumps(export_request(spans))
     finally:
-        otlp_json._plain_sdk_span = original
+        _writer._plain_sdk_span = original
 
 
 @pytest.mark.parametrize("limits", [{}, {"max_span_attributes": 2, "max_span_attribute_length": 3}, {"max_links": 1}])
@@ -101,7 +101,7 @@ def test_every_span_encodes_as_the_general_encoder_does(limits: dict[str, Any]) 
 
 def test_the_fast_path_handles_the_plain_spans() -> None:
     spans = _spans()
-    plain = [s for s in spans if otlp_json._plain_sdk_span(s, None) is not None]
+    plain = [s for s in spans if _writer._plain_sdk_span(s, None) is not None]
     assert {s.name for s in plain} >= {"root", "child", "remote child", "error without message", "plain links"}
     assert not any(s.name in ("events", "links", "with trace state", "link with trace state") for s in plain)
     for span in plain:

@@ -1,4 +1,4 @@
-"""The one OTLP/JSON writer, in the shape of the OpenTelemetry Collector's ``file`` exporter.
+"""The OTLP/JSON writer, in the shape of the OpenTelemetry Collector's ``file`` exporter.
 
 One ``ExportTraceServiceRequest`` object per line: ``resourceSpans`` → ``scopeSpans`` → ``spans``,
 lowerCamelCase field names, lowercase hex ids, 64-bit integers and ``*UnixNano`` times as JSON
@@ -9,7 +9,7 @@ finished SDK spans (the exporter, :func:`export_request`) and loaded span record
 The exporter's path is :func:`export_line`, which writes the same bytes as ``orjson.dumps(export_request(spans))``
 with less work per span: the resource and scope of a line are encoded once per process, and a plain SDK span (no
 events, links, trace state or dropped attributes: nearly all) is built by :func:`_plain_sdk_span` in a few dict
-literals; ``tests/unit/export/test_otlp_line.py`` holds it to :func:`_span_json`'s output.
+literals; ``tests/unit/otlp/test_writer.py`` holds it byte for byte to :func:`_span_json`'s output.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind, StatusCode
 from opentelemetry.trace.span import DEFAULT_TRACE_STATE
 
-from .compat import events_and_links
+from .._internal.compat import events_and_links
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.resources import Resource
