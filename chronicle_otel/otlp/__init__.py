@@ -1,8 +1,10 @@
-"""OTLP/JSON, both ways: the reader and the writer.
+"""OTLP/JSON, both ways: the reader and the writer, over one mapping of values.
 
 The shape is the OpenTelemetry Collector ``file`` exporter's: one ``ExportTraceServiceRequest`` per line,
 ``resourceSpans`` → ``scopeSpans`` → ``spans``, lowerCamelCase fields, hex ids, 64-bit integers as strings.
 
+* ``_values``: OTLP ``AnyValue`` and attribute lists to Python values and back, ids, span kinds and status codes;
+  the one mapping both sides use.
 * ``_reader``: untrusted documents (that shape and its variants: snake_case, base64 ids, enum names, the older
   ``instrumentationLibrarySpans``) as :class:`~chronicle_otel.model.SpanRecord` objects, every field checked.
 * ``_writer``: finished SDK spans as export lines (the exporter's hot path, :func:`export_line`) and span records
@@ -23,8 +25,9 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ._reader import is_otlp, normalize_id, spans_of_request
-    from ._writer import export_line, export_request, plain_attributes, spans_to_request
+    from ._reader import is_otlp, spans_of_request
+    from ._values import normalize_id, plain_attributes
+    from ._writer import export_line, export_request, spans_to_request
 
 __all__ = [
     "export_line",
@@ -39,10 +42,12 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     module = None
-    if name in ("export_line", "export_request", "plain_attributes", "spans_to_request"):
+    if name in ("export_line", "export_request", "spans_to_request"):
         module = importlib.import_module("._writer", __name__)
-    elif name in ("is_otlp", "normalize_id", "spans_of_request"):
+    elif name in ("is_otlp", "spans_of_request"):
         module = importlib.import_module("._reader", __name__)
+    elif name in ("normalize_id", "plain_attributes"):
+        module = importlib.import_module("._values", __name__)
     if module is not None:
         value = getattr(module, name)
         globals()[name] = value

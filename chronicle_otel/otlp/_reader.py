@@ -2,7 +2,8 @@
 
 Trace data is untrusted: every field is checked for its type and range (through
 :class:`~chronicle_otel._internal.untrusted.Where`), and anything else raises
-:class:`~chronicle_otel.errors.TraceLoadError` naming the source, the line and the field's path.
+:class:`~chronicle_otel.errors.TraceLoadError` naming the source, the line and the field's path. Values, ids, kinds
+and status codes are read by :mod:`._values`, the mapping the writer shares.
 
 Two paths, one result: :func:`_plain_span` reads a span of the common shape (the one chronicle and the Collector
 write) with inline checks, and :func:`_span` reads every other shape, or names what is wrong with it;
@@ -11,26 +12,13 @@ write) with inline checks, and :func:`_span` reads every other shape, or names w
 
 from __future__ import annotations
 
-import base64
-import re
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
-from .._internal.untrusted import INT64_MIN, MAX_VALUE_DEPTH, UINT64_MAX, Where, check_depth, describe
+from .._internal.untrusted import INT64_MIN, UINT64_MAX, Where
 from ..errors import TraceLoadError
 from ..model import SpanRecord, _span_record
-
-_HEX = re.compile(r"[0-9a-fA-F]+")
-_KINDS = {
-    "SPAN_KIND_UNSPECIFIED": 0,
-    "SPAN_KIND_INTERNAL": 1,
-    "SPAN_KIND_SERVER": 2,
-    "SPAN_KIND_CLIENT": 3,
-    "SPAN_KIND_PRODUCER": 4,
-    "SPAN_KIND_CONSUMER": 5,
-}
-_STATUS: dict[int | str, str] = {0: "UNSET", 1: "OK", 2: "ERROR", "STATUS_CODE_UNSET": "UNSET", "STATUS_CODE_OK": "OK"}
-_STATUS["STATUS_CODE_ERROR"] = "ERROR"
+from ._values import HEX, STATUS_NAMES, decode_attributes, decode_kind, decode_status, decode_value, normalize_id
 
 
 def _get(obj: Mapping[str, Any], camel: str, snake: str, default: Any = None) -> Any:
@@ -38,117 +26,6 @@ def _get(obj: Mapping[str, Any], camel: str, snake: str, default: Any = None) ->
     if value is None:
         value = obj.get(snake, default)
     return value
-
-
-def normalize_id(value: Any, size: int, *, source: object = None, line: int | None = None, field: str) -> str | None:
-    """A trace id (``size`` 16) or span id (8) as lowercase hex, from hex or base64; None when empty."""
-    if value is None or value == "":
-        return None
-    if isinstance(value, str) and len(value) <= size * 2:
-        if len(value) == size * 2 and _HEX.fullmatch(value):
-            return value.lower()
-        try:
-            raw = base64.b64decode(value, validate=True)
-        except ValueError:
-            raw = b""
-        if len(raw) == size:
-            return raw.hex()
-        if _HEX.fullmatch(value):  # 64-bit Jaeger/Zipkin ids, zero-padded
-            return value.lower().rjust(size * 2, "0")
-    raise TraceLoadError(
-        f"{field} {describe(value)} is neither {size * 2} hex digits nor base64 of {size} bytes",
-        source=source,
-        line=line,
-    )
-
-
-def any_value(value: Any, where: Where | None = None, field: str = "value", depth: int = 0) -> Any:
-    """An OTLP ``AnyValue`` (camelCase or snake_case) as a Python value; 64-bit integers stay exact.
-
-    Raises:
-        TraceLoadError: the value has the wrong type for its kind, or nests deeper than ``MAX_VALUE_DEPTH``.
-    """
-    at = where if where is not None else Where(None)
-    if not isinstance(value, Mapping):
-        if value is None or isinstance(value, (str, bool, int, float)):
-            return at.integer(value, field) if type(value) is int else value
-        raise at.error(field, value, "an OTLP AnyValue object")
-    if depth >= MAX_VALUE_DEPTH:
-        raise at.fail(f"{field} nests deeper than {MAX_VALUE_DEPTH} levels")
-    for key in ("stringValue", "string_value"):
-        v = value.get(key)
-        if v is not None:
-            return at.text(v, f"{field}.{key}")
-    for key in ("intValue", "int_value"):
-        v = value.get(key)
-        if v is not None:
-            return at.integer(v, f"{field}.{key}")
-    for key in ("boolValue", "bool_value"):
-        v = value.get(key)
-        if v is not None:
-            if isinstance(v, bool):
-                return v
-            if isinstance(v, str) and v.lower() in ("true", "false"):
-                return v.lower() == "true"
-            raise at.error(f"{field}.{key}", v, "true or false")
-    for key in ("doubleValue", "double_value"):
-        v = value.get(key)
-        if v is not None:
-            return at.real(v, f"{field}.{key}")
-    for key in ("arrayValue", "array_value"):
-        v = value.get(key)
-        if v is not None:
-            values = at.items(at.mapping(v, f"{field}.{key}").get("values"), f"{field}.{key}.values")
-            out: list[Any] = []
-            for i, item in enumerate(values):
-                out.append(any_value(item, at, f"{field}.{key}.values[{i}]", depth + 1))
-            return out
-    for key in ("kvlistValue", "kvlist_value"):
-        v = value.get(key)
-        if v is not None:
-            return attributes(at.mapping(v, f"{field}.{key}").get("values"), at, f"{field}.{key}.values", depth + 1)
-    for key in ("bytesValue", "bytes_value"):
-        v = value.get(key)
-        if v is not None:
-            return at.base64(v, f"{field}.{key}")
-    return None
-
-
-def attributes(items: Any, where: Where | None = None, field: str = "attributes", depth: int = 0) -> dict[str, Any]:
-    """An OTLP ``KeyValue`` list as a dict.
-
-    Raises:
-        TraceLoadError: ``items`` is not a list of ``{"key": str, "value": AnyValue}`` objects.
-    """
-    at = where if where is not None else Where(None)
-    if isinstance(items, Mapping):  # already a mapping (some backends)
-        out = {}
-        for key, value in items.items():
-            out[at.text(key, f"{field} key")] = check_depth(value, at, f"{field}.{key}", MAX_VALUE_DEPTH - depth)
-        return out
-    out = {}
-    for i, kv in at.mappings(items, field):
-        key = at.text(kv.get("key"), f"{field}[{i}].key")
-        out[key] = any_value(kv.get("value"), at, f"{field}[{i}].value", depth)
-    return out
-
-
-def _status(raw: Any, at: Where) -> tuple[str, str]:
-    if not isinstance(raw, Mapping):
-        return "UNSET", ""
-    code = raw.get("code", 0)
-    if isinstance(code, bool) or not isinstance(code, (int, str)):
-        if code is not None:
-            raise at.error("status.code", code, "a status code")
-        code = 0
-    return _STATUS.get(code, "UNSET"), at.scalar_text(raw.get("message"), "status.message")
-
-
-def _kind(raw: Any, at: Where) -> int:
-    if isinstance(raw, str):
-        return _KINDS.get(raw, 0)
-    kind = at.integer(raw, "kind", low=-(2**31), high=2**31)
-    return kind if 0 <= kind <= 5 else 0
 
 
 def is_otlp(doc: Any) -> bool:
@@ -183,7 +60,9 @@ def spans_of_request(doc: Any, *, source: object = None, line: int | None = None
     known: dict[str, str] = {}  # ids read so far, as written -> lowercase
     for i, rs in top.mappings(resource_spans, field):
         at = top.at(f"{field}[{i}].")
-        resource = attributes(at.mapping(rs.get("resource"), "resource").get("attributes"), at, "resource.attributes")
+        resource = decode_attributes(
+            at.mapping(rs.get("resource"), "resource").get("attributes"), at, "resource.attributes"
+        )
         scope_spans = _get(rs, "scopeSpans", "scope_spans")
         group = "scopeSpans"
         if scope_spans is None:
@@ -211,14 +90,14 @@ def _span(raw: Mapping[str, Any], resource: Mapping[str, Any], scope: str, at: W
     span_id = normalize_id(_get(raw, "spanId", "span_id"), 8, source=source, line=line, field="spanId")
     if trace_id is None or span_id is None:
         raise TraceLoadError("a span has no traceId or spanId", source=source, line=line)
-    status, message = _status(raw.get("status"), at)
+    status, message = decode_status(raw.get("status"), at)
     events = []
     for i, e in at.mappings(raw.get("events"), "events"):
         events.append(
             {
                 "name": at.scalar_text(e.get("name"), f"events[{i}].name"),
                 "time_ns": at.integer(_get(e, "timeUnixNano", "time_unix_nano"), f"events[{i}].timeUnixNano", low=0),
-                "attributes": attributes(e.get("attributes"), at, f"events[{i}].attributes"),
+                "attributes": decode_attributes(e.get("attributes"), at, f"events[{i}].attributes"),
             }
         )
     links = []
@@ -231,7 +110,7 @@ def _span(raw: Mapping[str, Any], resource: Mapping[str, Any], scope: str, at: W
                 "span_id": normalize_id(
                     _get(link, "spanId", "span_id"), 8, source=source, line=line, field="links.spanId"
                 ),
-                "attributes": attributes(link.get("attributes"), at, f"links[{i}].attributes"),
+                "attributes": decode_attributes(link.get("attributes"), at, f"links[{i}].attributes"),
                 "trace_state": at.text(_get(link, "traceState", "trace_state"), f"links[{i}].traceState"),
                 "flags": at.integer(link.get("flags"), f"links[{i}].flags", low=0, high=0xFFFFFFFF),
             }
@@ -243,11 +122,11 @@ def _span(raw: Mapping[str, Any], resource: Mapping[str, Any], scope: str, at: W
             _get(raw, "parentSpanId", "parent_span_id"), 8, source=source, line=line, field="parentSpanId"
         ),
         name=at.scalar_text(raw.get("name"), "name"),
-        kind=_kind(raw.get("kind"), at),
+        kind=decode_kind(raw.get("kind"), at),
         # fixed64 in the protocol: a negative time is as malformed as a word
         start_ns=at.integer(_get(raw, "startTimeUnixNano", "start_time_unix_nano"), "startTimeUnixNano", low=0),
         end_ns=at.integer(_get(raw, "endTimeUnixNano", "end_time_unix_nano"), "endTimeUnixNano", low=0),
-        attributes=attributes(raw.get("attributes"), at),
+        attributes=decode_attributes(raw.get("attributes"), at),
         status=status,
         status_message=message,
         events=tuple(events),
@@ -278,8 +157,8 @@ def _plain_uint(value: Any) -> int | None:
 
 
 def _plain_attributes(items: Any) -> dict[str, Any] | None:
-    """An OTLP ``KeyValue`` list of the usual shape as a dict, equal to what :func:`attributes` makes of it; None
-    when an item is not of that shape (then :func:`attributes` reads it, or names what is wrong).
+    """An OTLP ``KeyValue`` list of the usual shape as a dict, equal to what :func:`.decode_attributes` makes of it;
+    None when an item is not of that shape (then :func:`.decode_attributes` reads it, or names what is wrong).
 
     One pass, one look at each item: a string value (most of them) costs two subscripts and a ``get``. An item that
     is not an object, or has no ``key`` or ``value``, ends the pass through the exception its subscript raises.
@@ -316,7 +195,7 @@ def _plain_attributes(items: Any) -> dict[str, Any] | None:
             if type(v) is float:
                 out[key] = v
                 continue
-            out[key] = any_value(value, _NOWHERE)  # arrays, lists of key-values, bytes: the one reader of AnyValue
+            out[key] = decode_value(value, _NOWHERE)  # arrays, lists of key-values, bytes: the one reader of AnyValue
     except (KeyError, TypeError, AttributeError, TraceLoadError):
         return None
     return out
@@ -357,7 +236,7 @@ def _plain_span(
         known = {}
     tid = known.get(trace_id)
     if tid is None:
-        if not _HEX.fullmatch(trace_id):
+        if not HEX.fullmatch(trace_id):
             return None
         tid = known[trace_id] = trace_id.lower()
     sid = _plain_id(span_id)
@@ -412,7 +291,7 @@ def _plain_span(
         message = status.get("message", "")
         if not ((type(number) is int or type(number) is str or number is None) and type(message) is str):
             return None
-        code = _STATUS.get(number, "UNSET") if number is not None else "UNSET"
+        code = STATUS_NAMES.get(number, "UNSET") if number is not None else "UNSET"
     else:
         return None
     events = get("events")

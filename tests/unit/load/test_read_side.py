@@ -30,7 +30,8 @@ from chronicle_otel._internal.untrusted import Where
 from chronicle_otel.codec import encode
 from chronicle_otel.errors import TraceLoadError
 from chronicle_otel.model import Boundary, SpanRecord, Trace
-from chronicle_otel.otlp._reader import _plain_attributes, _plain_span, _span, attributes
+from chronicle_otel.otlp._reader import _plain_attributes, _plain_span, _span
+from chronicle_otel.otlp._values import decode_attributes
 from chronicle_otel.replay import build_trace
 from chronicle_otel.store import LocalStore, StoreReader
 from tests.conftest import make_recorder
@@ -193,7 +194,7 @@ def test_the_fast_attribute_reader_agrees_with_the_checked_one(items: Any) -> No
     fast = _plain_attributes(items)
     if fast is None:
         return
-    assert _typed(fast) == _typed(attributes(items, WHERE))
+    assert _typed(fast) == _typed(decode_attributes(items, WHERE))
 
 
 def test_the_common_shape_takes_the_fast_reader(tmp_path: Path) -> None:
