@@ -5,7 +5,7 @@ One recorded run is built into a local store in a temporary directory: an agent 
 through one ``tool`` step per K calls. Then, on that trace:
 
   load_store      load_trace() from the local store, spans/s
-  save            Trace.save() to a .jsonl file: seconds and bytes
+  save            write_trace() to a .jsonl file: seconds and bytes
   load_saved      load_trace() of that file, spans/s
   load_gzip       load_trace() of the same trace saved as .jsonl.gz, spans/s
   load_collector  load_trace() of the store's lines written out as one file (the Collector file exporter's shape:
@@ -147,7 +147,7 @@ def run(spans: int, fanout: int, repeats: int) -> dict[str, Any]:
         _store(results, "load_store", wall, cpu, count)
 
         saved = tmp / "trace.jsonl"
-        wall, cpu, _ = _timed(repeats, lambda: trace.save(saved))
+        wall, cpu, _ = _timed(repeats, lambda: chronicle.write_trace(trace, saved))
         _store(results, "save", wall, cpu)
         results["save_bytes"] = saved.stat().st_size
 
@@ -156,7 +156,7 @@ def run(spans: int, fanout: int, repeats: int) -> dict[str, Any]:
         _store(results, "load_saved", wall, cpu, count)
 
         zipped = tmp / "trace.jsonl.gz"
-        trace.save(zipped)
+        chronicle.write_trace(trace, zipped)
         results["gzip_bytes"] = zipped.stat().st_size
         wall, cpu, _ = _timed(repeats, lambda: chronicle.load_trace(zipped))
         _store(results, "load_gzip", wall, cpu, count)
@@ -224,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     print("  load_trace(store)         ", rate("load_store"))
     print(
-        f"  Trace.save                 {med(results['save_s']):10.2f} s ({med(results['save_cpu_s']):.2f}), "
+        f"  write_trace                {med(results['save_s']):10.2f} s ({med(results['save_cpu_s']):.2f}), "
         f"{results['save_bytes']:,} bytes"
     )
     print("  load_trace(saved file)    ", rate("load_saved"))

@@ -55,7 +55,7 @@ if TYPE_CHECKING:
         TraceNotFoundError,
     )
     from .export import ChronicleExporter
-    from .load import LoadLimits, load_trace
+    from .load import LoadLimits, load_trace, write_trace
     from .model import Boundary, Trace
     from .record import BoundaryKind, boundary, call, instrument, session, uninstrument
     from .replay import ReplayedError, ReplayReport, ReplayRun, replay
@@ -101,6 +101,7 @@ __all__ = [
     "replay",
     "session",
     "uninstrument",
+    "write_trace",
 ]
 
 # Public name -> the module that defines it. Recording names load the boundary module first, so that
@@ -138,7 +139,7 @@ _EXPORTS: dict[str, str] = {
         ".errors",
     ),
     "ChronicleExporter": ".export",
-    **dict.fromkeys(("LoadLimits", "load_trace"), ".load"),
+    **dict.fromkeys(("LoadLimits", "load_trace", "write_trace"), ".load"),
     **dict.fromkeys(("Boundary", "Trace"), ".model"),
     **dict.fromkeys(("ReplayedError", "ReplayReport", "ReplayRun", "replay"), ".replay"),
     **dict.fromkeys(("LocalStore", "TraceSummary"), ".store"),

@@ -15,9 +15,7 @@ API:
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -449,6 +447,9 @@ def format_key(key: Sequence[tuple[str, int]]) -> str:
 class Trace:
     """A recorded run: every span of one trace, and its boundaries in call order.
 
+    :func:`~chronicle_otel.load.load_trace` builds it; :func:`~chronicle_otel.load.write_trace` writes it to a
+    portable OTLP/JSON file.
+
     Attributes:
         trace_id: 32 lowercase hex digits.
         spans: all spans, boundary or not, ordered by start time.
@@ -482,14 +483,3 @@ class Trace:
     def find(self, name: str) -> list[Boundary]:
         """The boundaries called ``name``, in call order."""
         return [b for b in self.boundaries if b.name == name]
-
-    def save(self, path: str | os.PathLike[str]) -> Path:
-        """Write a portable, self-contained OTLP/JSON file of this trace (payloads inlined).
-
-        The file holds one ``ExportTraceServiceRequest`` per line, like the Collector's ``file`` exporter;
-        truncated payload attributes are replaced by the whole payloads, so the file replays without a
-        payload store. A ``.gz`` suffix writes gzip. Returns the path. Linear in the size of the trace.
-        """
-        from ._internal.otlp_json import write_trace_file
-
-        return write_trace_file(self, path)

@@ -16,7 +16,7 @@ import time
 from typing import Any, Protocol, TextIO
 
 from ..errors import ChronicleError, ConfigError, TraceNotFoundError
-from ..load import load_trace
+from ..load import load_trace, write_trace
 from ..model import Trace, format_key
 from ..store.payloads import PayloadSource
 from ..store.reader import default_store_path
@@ -240,7 +240,7 @@ def _pull(args: argparse.Namespace, out: TextIO) -> int:
             trace, growing = _fetch_until_ready(args, payloads)
         else:
             trace, growing = _fetch(args, payloads), None
-    path = trace.save(args.output)
+    path = write_trace(trace, args.output)
     problems = _problems(trace)
     if growing is not None:
         before, after = growing

@@ -28,6 +28,7 @@ import orjson
 from .._internal.unreplayable import remedy
 from ..codec import TAG
 from ..errors import ChronicleError
+from ..load import write_trace
 from ..model import Boundary, Trace, format_key
 from ..replay._matching import check_selectors, resolve_overrides
 from . import _source
@@ -308,7 +309,7 @@ def generate(trace: Trace, args: argparse.Namespace, out: TextIO) -> int:
             "them. Record from a module (python -m yourapp), or give the boundaries names (name=...)",
             file=sys.stderr,
         )
-    trace.save(trace_file)
+    write_trace(trace, trace_file)
     test_file.parent.mkdir(parents=True, exist_ok=True)
     test_file.write_text(source, encoding="utf-8")
     if conftest is not None:

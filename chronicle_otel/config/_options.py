@@ -1,7 +1,7 @@
 """The options ``configure()`` takes, one frozen dataclass per area: store, payloads, capture, redaction.
 
 Each field documents its ``CHRONICLE_*`` variable and default; the resolution (argument, then environment, then
-default) is in :mod:`chronicle_otel._internal.params`.
+default) is in :mod:`chronicle_otel.config.params`.
 """
 
 from __future__ import annotations

@@ -22,8 +22,8 @@ from opentelemetry.trace import StatusCode
 from .. import semconv
 from .._internal.buffer import PayloadBuffer
 from .._internal.errors import handle_internal_errors, warn_once
-from .._internal.otlp_json import export_line, plain_attributes
 from ..config.params import STORE_KEEP, resolve
+from ..otlp import export_line, plain_attributes
 from ..store import LocalStore, TraceRecord
 from ._recent import RecentMap
 

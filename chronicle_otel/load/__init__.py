@@ -2,7 +2,7 @@
 
 Usage::
 
-    from chronicle_otel import load_trace
+    from chronicle_otel import load_trace, write_trace
 
     trace = load_trace(".chronicle", trace_id="3f8a6c2e…")        # the embedded store, by id
     trace = load_trace(".chronicle", trace_id="latest-failed")    # the most recent trace whose root failed
@@ -12,6 +12,8 @@ Usage::
     trace = load_trace("collector-out/traces*.jsonl", trace_id="3f8a…")  # every file a glob pattern matches
 
     trace = load_trace("phoenix+http://127.0.0.1:6006", trace_id="3f8a…")   # pulled from a backend by id
+
+    write_trace(trace, "tests/traces/incident-42.jsonl")          # a portable file, payloads inlined
 
 Backends: ``phoenix+http(s)://host:port[?project=name]``, ``jaeger+http://host:16686`` (API v1),
 ``jaeger-v3+http://…`` (API v3), ``tempo+http://host:3200`` (API v2, then v1), ``zipkin+http://host:9411``.
@@ -37,8 +39,12 @@ A payload attribute cut on the span is rehydrated from the payload store by its 
 ``$CHRONICLE_PAYLOADS``), then the store being read, then the local store if there is one. When none has the whole
 payload, the boundary says so (``Payload.status == "missing"``) and replaying it fails with a clear error.
 
+``write_trace`` writes a trace back out as one OTLP/JSON file (``.gz``: gzip) holding its whole payloads, to
+commit beside the tests that replay it.
+
 API:
-    :func:`load_trace`, :class:`TraceSource`, :func:`register_source`, :data:`SUPPORTED_FORMATS`
+    :func:`load_trace`, :func:`write_trace`, :class:`TraceSource`, :func:`register_source`,
+    :data:`SUPPORTED_FORMATS`
 """
 
 from __future__ import annotations
@@ -61,6 +67,7 @@ from ._assemble import PayloadSources, assemble, build_trace, select_from_store
 from ._files import SUPPORTED_FORMATS, read_path
 from ._http import SOURCES, HttpTraceSource, JaegerSource, PhoenixSource, TempoSource, ZipkinSource
 from ._limits import LoadLimits
+from ._write import write_trace
 
 __all__ = [
     "MAX_TRACE_FILES",
@@ -76,6 +83,7 @@ __all__ = [
     "load_trace",
     "register_source",
     "source_for",
+    "write_trace",
 ]
 
 

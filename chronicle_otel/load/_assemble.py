@@ -24,9 +24,10 @@ from .._internal.gc_pause import gc_paused
 from ..codec import CODEC_VERSION
 from ..errors import ChronicleError, TraceLoadError, TraceNotFoundError
 from ..model import Boundary, CallKey, Payload, SpanRecord, Trace, _boundary_record, _payload, format_key
+from ..otlp import spans_of_request
 from ..store.payloads import PayloadSource
 from ..store.reader import StoreReader
-from ._otlp import merge, spans_of_request
+from ._merge import merge
 
 _CODECS = {CODEC_VERSION}
 _sha256 = hashlib.sha256

@@ -22,9 +22,9 @@ import orjson
 
 from ..errors import LoadLimitError, TraceLoadError
 from ..model import SpanRecord
+from ..otlp import is_otlp, spans_of_request
 from . import _jaeger, _phoenix, _zipkin
 from ._limits import ENV_VARS, MIB, LoadLimits
-from ._otlp import is_otlp, spans_of_request
 
 _GZIP = b"\x1f\x8b"
 _ZSTD = b"\x28\xb5\x2f\xfd"

@@ -5,9 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from .._internal.untrusted import Where
 from ..errors import TraceLoadError
 from ..model import SpanRecord
-from ._otlp import Where, normalize_id, pop_translated_fields
+from ..otlp import normalize_id
+from ._translated import pop_translated_fields
 
 _KINDS = {"internal": 1, "server": 2, "client": 3, "producer": 4, "consumer": 5}
 _MICROS_MAX = 2**63 // 1000

@@ -8,9 +8,10 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from .._internal.untrusted import INT64_MIN, MAX_VALUE_DEPTH, UINT64_MAX, Where, check_depth
 from ..errors import TraceLoadError
 from ..model import SpanRecord
-from ._otlp import INT64_MIN, MAX_VALUE_DEPTH, UINT64_MAX, Where, check_depth, normalize_id
+from ..otlp import normalize_id
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 _MAX_TIME_TEXT = 64

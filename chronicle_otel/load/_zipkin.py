@@ -7,9 +7,11 @@ from typing import Any
 
 import orjson
 
+from .._internal.untrusted import MAX_VALUE_DEPTH, Where, check_depth
 from ..errors import TraceLoadError
 from ..model import SpanRecord
-from ._otlp import MAX_VALUE_DEPTH, Where, check_depth, normalize_id, pop_translated_fields
+from ..otlp import normalize_id
+from ._translated import pop_translated_fields
 
 _KINDS = {"SERVER": 2, "CLIENT": 3, "PRODUCER": 4, "CONSUMER": 5}
 _MICROS_MAX = 2**63 // 1000

@@ -384,7 +384,7 @@ def test_a_large_trace_renders_and_searches(browser: Any, tmp_path: Path) -> Non
         )
         for i in range(2000)
     ]
-    file = build_trace(tid, spans).save(tmp_path / "large.jsonl")
+    file = chronicle.write_trace(build_trace(tid, spans), tmp_path / "large.jsonl")
     page = write_page(str(file), tid, tmp_path / "large.html")
     open_page(browser, page)
     assert browser.execute_script("return document.querySelectorAll('#tree .row').length") == 2000

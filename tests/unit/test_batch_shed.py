@@ -16,8 +16,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import Link, SpanContext, Status, StatusCode, TraceFlags
 
 from chronicle_otel._internal.compat import shed_empty_containers
-from chronicle_otel._internal.otlp_json import export_line, export_request
 from chronicle_otel.export._batch import BatchProcessor
+from chronicle_otel.otlp import export_line, export_request
 
 
 def _view(span: ReadableSpan) -> dict[str, Any]:

@@ -131,7 +131,7 @@ def test_gen_test_with_expectations_and_selectors(recorder: Recorder, tmp_path: 
 def test_gen_test_from_a_file(recorder: Recorder, tmp_path: Path) -> None:
     cli_agent("hello")
     recorder.config.force_flush()
-    saved = chronicle.load_trace(recorder.store, "latest").save(tmp_path / "incident.jsonl")
+    saved = chronicle.write_trace(chronicle.load_trace(recorder.store, "latest"), tmp_path / "incident.jsonl")
     code, out = run("gen-test", "-", "--file", str(saved), "--out", str(tmp_path / "t"), "--json")
     assert code == 0 and Path(json.loads(out)["test"]).exists()
 

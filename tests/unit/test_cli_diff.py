@@ -86,8 +86,8 @@ def _note_changed(self: _cli_agents.Refund, refunded: object, note: str, channel
 def test_trace_files_compare_too(recorder: Recorder, tmp_path: Path) -> None:
     a = record(recorder, "refund please")
     b = record(recorder, "refund please")
-    file_a = chronicle.load_trace(recorder.store, a).save(tmp_path / "a.jsonl")
-    file_b = chronicle.load_trace(recorder.store, b).save(tmp_path / "b.jsonl")
+    file_a = chronicle.write_trace(chronicle.load_trace(recorder.store, a), tmp_path / "a.jsonl")
+    file_b = chronicle.write_trace(chronicle.load_trace(recorder.store, b), tmp_path / "b.jsonl")
     code, out, _ = run("diff", str(file_a), str(file_b), "--store", str(tmp_path / "none"))
     assert code == 0 and out.startswith(f"a: {a}")
     code, out, _ = run("diff", str(file_a), b, "--store", str(recorder.path))  # a file and a stored trace

@@ -34,7 +34,7 @@ def test_a_unique_prefix_names_its_trace_everywhere(recorder: Recorder, twins: l
     assert run("diff", "2c00", third, "--store", store)[0] == 0
     assert run("list", "2c00", "--store", store)[1].splitlines()[1].startswith("2c000000 ")
     assert chronicle.load_trace(recorder.path, "2c00").trace_id == third
-    saved = chronicle.load_trace(recorder.path, third).save(tmp_path / "one.jsonl")
+    saved = chronicle.write_trace(chronicle.load_trace(recorder.path, third), tmp_path / "one.jsonl")
     assert chronicle.load_trace(saved, "2c000").trace_id == third
 
 

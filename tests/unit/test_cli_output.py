@@ -110,7 +110,7 @@ def test_progress_only_on_a_terminal(recorder: Recorder, monkeypatch: pytest.Mon
 
 def test_pull_says_what_it_wrote_and_gives_json_on_request(recorder: Recorder, tmp_path: Path) -> None:
     tid = record(recorder, "refund")
-    source = chronicle.load_trace(recorder.store, tid).save(tmp_path / "incident.jsonl")
+    source = chronicle.write_trace(chronicle.load_trace(recorder.store, tid), tmp_path / "incident.jsonl")
     code, out, err = run("pull", tid, "--from", str(source), "-o", str(tmp_path / "p.jsonl"))
     assert code == 0
     assert out == f"wrote {tmp_path / 'p.jsonl'}: trace {tid}, 4 spans, 4 boundaries; complete\n"
@@ -124,7 +124,7 @@ def test_pull_draws_its_progress_on_a_terminal(
     recorder: Recorder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     tid = record(recorder, "refund")
-    source = chronicle.load_trace(recorder.store, tid).save(tmp_path / "incident.jsonl")
+    source = chronicle.write_trace(chronicle.load_trace(recorder.store, tid), tmp_path / "incident.jsonl")
     tty = TTY()
     monkeypatch.setattr(sys, "stderr", tty)
     assert _commands.main(["pull", tid, "--from", str(source), "-o", str(tmp_path / "p.jsonl")], out=io.StringIO()) == 0

@@ -440,7 +440,7 @@ def test_view_writes_the_page_here_by_default_and_prints_its_path(
 
 def test_view_reads_a_trace_file(recorder: Recorder, tmp_path: Path) -> None:
     trace = recorded(recorder)
-    file = trace.save(tmp_path / "incident.jsonl")
+    file = chronicle.write_trace(trace, tmp_path / "incident.jsonl")
     page = view(trace.trace_id, "--file", str(file), "--out", str(tmp_path / "incident.html"))
     data = page_data(page.read_text(encoding="utf-8"))
     assert [b["name"] for b in data["boundaries"]] == [b.name for b in trace.boundaries]

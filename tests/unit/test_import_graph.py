@@ -168,10 +168,39 @@ def test_the_stages_that_read_the_parameter_table_import_first_in_any_order(stat
     assert "chronicle_otel.config._pipeline" not in loaded
 
 
+OTLP = "chronicle_otel.otlp"
+# What the OTLP/JSON reader and writer may import: the floor, the neutral leaves and the trace model they read into.
+OTLP_MAY_IMPORT = (
+    OTLP,
+    "chronicle_otel._internal",
+    "chronicle_otel.errors",
+    "chronicle_otel.semconv",
+    "chronicle_otel.model",
+)
+# Every stage above it: the read side, and the recording pipeline with its integrations.
+OTLP_FORBIDDEN = (*READ_SIDE, *LOAD_FORBIDDEN, "chronicle_otel.store", "chronicle_otel.integrations")
+
+
+@pytest.mark.parametrize("module", sorted(m for m in EDGES if _under(m, (OTLP,))))
+def test_otlp_sits_below_every_stage(module: str) -> None:
+    """Exporting (the writer) and loading (the reader) both build on otlp/: it imports neither, nor any other stage."""
+    direct = sorted(m for m in EDGES[module] if not _under(m, OTLP_MAY_IMPORT))
+    assert direct == [], f"{module} imports {direct}"
+    reached = sorted(m for m in closure(EDGES, module) if _under(m, OTLP_FORBIDDEN))
+    assert reached == [], f"{module} reaches {reached}"
+
+
+def test_the_exporter_loads_no_otlp_reader_and_loading_no_otlp_writer() -> None:
+    """Each side of otlp/ loads on first use: the reader's model stays out of the exporter, the SDK out of loading."""
+    assert "chronicle_otel.otlp._reader" not in _loaded_after("import chronicle_otel.export")
+    assert "chronicle_otel.otlp._writer" not in _loaded_after("import chronicle_otel.load")
+
+
 def test_the_graph_sees_relative_and_lazy_imports() -> None:
     assert "chronicle_otel.load._assemble" in EDGES["chronicle_otel.load"]
     assert "chronicle_otel.store._local" in EDGES["chronicle_otel.store"]  # imported lazily, by name
     assert "chronicle_otel.config._configure" in EDGES["chronicle_otel.config"]
+    assert "chronicle_otel.otlp._writer" in EDGES["chronicle_otel.otlp"]
 
 
 def test_the_import_graph_has_no_cycles() -> None:

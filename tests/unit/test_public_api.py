@@ -22,6 +22,14 @@ def test_all_is_sorted_and_complete() -> None:
     assert stray == set()
 
 
+def test_write_trace_replaces_trace_save() -> None:
+    from chronicle_otel import load
+
+    assert chronicle_otel.write_trace is load.write_trace
+    assert "write_trace" in load.__all__
+    assert not hasattr(chronicle_otel.Trace, "save")
+
+
 def test_the_package_imports_lazily() -> None:
     import subprocess
     import sys

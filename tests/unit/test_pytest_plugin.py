@@ -51,11 +51,11 @@ def project(pytester: pytest.Pytester, tmp_path: Path) -> pytest.Pytester:
     assert config.store is not None
     plugagent.run("sell $1,000")
     (pytester.path / "traces").mkdir()
-    chronicle.load_trace(config.store, "latest").save(pytester.path / "traces" / "sync.jsonl")
+    chronicle.write_trace(chronicle.load_trace(config.store, "latest"), pytester.path / "traces" / "sync.jsonl")
     import asyncio
 
     asyncio.run(plugagent.arun("sell $1,000"))
-    chronicle.load_trace(config.store, "latest").save(pytester.path / "traces" / "async.jsonl")
+    chronicle.write_trace(chronicle.load_trace(config.store, "latest"), pytester.path / "traces" / "async.jsonl")
     return pytester
 
 

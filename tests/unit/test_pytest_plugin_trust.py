@@ -98,7 +98,7 @@ def project(pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.Monke
     assert config.store is not None
     netagent.run("sell $1,000")
     (pytester.path / "traces").mkdir()
-    chronicle.load_trace(config.store, "latest").save(pytester.path / "traces" / "run.jsonl")
+    chronicle.write_trace(chronicle.load_trace(config.store, "latest"), pytester.path / "traces" / "run.jsonl")
     return pytester
 
 

@@ -19,8 +19,8 @@ from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 import chronicle_otel as chronicle
 from chronicle_otel import semconv as sc
 from chronicle_otel._internal.buffer import PayloadBuffer
-from chronicle_otel._internal.otlp_json import export_request
 from chronicle_otel.export._batch import BatchProcessor
+from chronicle_otel.otlp import export_request
 
 
 def _hex_ids_to_base64(node: Any) -> Any:

@@ -21,12 +21,14 @@ from hypothesis import strategies as st
 
 import chronicle_otel as chronicle
 from chronicle_otel import semconv as sc
+from chronicle_otel._internal.untrusted import Where
 from chronicle_otel.errors import CodecError, TraceLoadError
 from chronicle_otel.load import _assemble
 from chronicle_otel.load._assemble import _has_session, _payload_of, build_trace, payload_from_span
 from chronicle_otel.load._files import _json, spans_of_document
-from chronicle_otel.load._otlp import Where, _plain_span, _span, spans_of_request
 from chronicle_otel.model import Payload, SpanRecord, Trace
+from chronicle_otel.otlp import spans_of_request
+from chronicle_otel.otlp._reader import _plain_span, _span
 
 TID = "5b8efff798038103d269b633813fc60c"
 RESOURCE = {"service.name": "svc"}

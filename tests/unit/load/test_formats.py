@@ -378,7 +378,7 @@ def test_registered_source(recorded: Any) -> None:
             self.url = url
 
         def spans(self, trace_id: str | None, progress: Any = None) -> Any:
-            from chronicle_otel.load._otlp import spans_of_request
+            from chronicle_otel.otlp import spans_of_request
 
             return spans_of_request(doc, source=self.url)
 

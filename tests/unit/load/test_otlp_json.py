@@ -258,7 +258,7 @@ def test_a_payload_edited_after_recording_is_said_to_be_changed_not_cut(recorder
 
     small(0)
     recorder.config.force_flush()
-    path = chronicle.load_trace(recorder.store, "latest").save(tmp_path / "t.jsonl")
+    path = chronicle.write_trace(chronicle.load_trace(recorder.store, "latest"), tmp_path / "t.jsonl")
     path.write_text(path.read_text().replace('{\\"n\\":0}', '{\\"n\\":7}'))  # the hash is left as it was
     trace = chronicle.load_trace(path, store=tmp_path / "no-store")
     [b] = trace.boundaries
@@ -274,13 +274,13 @@ def test_a_payload_edited_after_recording_is_said_to_be_changed_not_cut(recorder
 def test_save_writes_a_portable_self_contained_file(recorder: Recorder, tmp_path: Path) -> None:
     tid = _record_big(recorder)
     trace = chronicle.load_trace(recorder.store, tid)
-    saved = trace.save(tmp_path / "fixtures" / "incident.jsonl")
+    saved = chronicle.write_trace(trace, tmp_path / "fixtures" / "incident.jsonl")
     again = chronicle.load_trace(saved, store=tmp_path / "nowhere")
     [b] = again.boundaries
     assert b.raw_input is not None and b.raw_input.status == "ok"
     assert b.input == trace.boundaries[0].input
     assert sc.INPUT_TRUNCATED not in b.span.attributes
-    gz = trace.save(tmp_path / "incident.jsonl.gz")
+    gz = chronicle.write_trace(trace, tmp_path / "incident.jsonl.gz")
     assert chronicle.load_trace(gz).boundaries[0].output == trace.boundaries[0].output
 
 

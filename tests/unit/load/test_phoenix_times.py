@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from chronicle_otel._internal.untrusted import Where
 from chronicle_otel.errors import TraceLoadError
-from chronicle_otel.load._otlp import Where
 from chronicle_otel.load._phoenix import _ns
 
 NOON = 1_704_110_400_000_000_000  # 2024-01-01T12:00:00Z in ns

@@ -2,7 +2,7 @@
 
 Every span of a trace file is read by a reader of the common shape first (``_plain_span``); anything else goes to the
 checked reader, whose errors name the file, the line and the field. These tests hold the two to the same answers, the
-store and a saved file to the same trace, and ``Trace.save`` to a lossless round trip at thousands of spans.
+store and a saved file to the same trace, and ``write_trace`` to a lossless round trip at thousands of spans.
 """
 
 from __future__ import annotations
@@ -26,10 +26,12 @@ import chronicle_otel as chronicle
 from chronicle_otel import semconv as sc
 from chronicle_otel._internal.digest import payload_digest
 from chronicle_otel._internal.gc_pause import gc_paused
+from chronicle_otel._internal.untrusted import Where
 from chronicle_otel.codec import encode
 from chronicle_otel.errors import TraceLoadError
-from chronicle_otel.load._otlp import Where, _plain_attributes, _plain_span, _span, attributes
 from chronicle_otel.model import Boundary, SpanRecord, Trace
+from chronicle_otel.otlp._reader import _plain_attributes, _plain_span, _span
+from chronicle_otel.otlp._values import decode_attributes
 from chronicle_otel.replay import build_trace
 from chronicle_otel.store import LocalStore, StoreReader
 from tests.conftest import make_recorder
@@ -192,7 +194,7 @@ def test_the_fast_attribute_reader_agrees_with_the_checked_one(items: Any) -> No
     fast = _plain_attributes(items)
     if fast is None:
         return
-    assert _typed(fast) == _typed(attributes(items, WHERE))
+    assert _typed(fast) == _typed(decode_attributes(items, WHERE))
 
 
 def test_the_common_shape_takes_the_fast_reader(tmp_path: Path) -> None:
@@ -293,9 +295,11 @@ def test_a_trace_from_the_store_equals_the_one_from_its_saved_file(tree: Any) ->
         collector = base / "collector.jsonl"
         collector.write_bytes(b"".join(line + b"\n" for line in rec.store.iter_lines(summary.trace_id)))
         from_lines = chronicle.load_trace(collector, store=rec.store)
-        saved = from_store.save(base / "saved.jsonl")
+        saved = chronicle.write_trace(from_store, base / "saved.jsonl")
         from_file = chronicle.load_trace(saved, store=base / "no-store")
-        from_gzip = chronicle.load_trace(from_store.save(base / "saved.jsonl.gz"), store=base / "no-store")
+        from_gzip = chronicle.load_trace(
+            chronicle.write_trace(from_store, base / "saved.jsonl.gz"), store=base / "no-store"
+        )
         rec.config.shutdown()
     for other in (from_lines, from_file, from_gzip):
         _same_trace(from_store, other)
@@ -348,7 +352,7 @@ def test_save_of_thousands_of_spans_round_trips(tmp_path: Path) -> None:
     assert [b.call_index for b in trace.boundaries[1:]] == list(range(3000))
     assert {b.raw_output.status for b in trace.boundaries[1:] if b.raw_output} == {"ok", "rehydrated"}
     for name in ("many.jsonl", "many.jsonl.gz"):
-        again = chronicle.load_trace(trace.save(tmp_path / name), store=tmp_path / "no-store")
+        again = chronicle.load_trace(chronicle.write_trace(trace, tmp_path / name), store=tmp_path / "no-store")
         _same_trace(trace, again)
         assert not any(sc.OUTPUT_TRUNCATED in s.attributes for s in again.spans)
         assert all(b.raw_output is None or b.raw_output.status == "ok" for b in again.boundaries)
@@ -358,7 +362,7 @@ def test_save_of_thousands_of_spans_round_trips(tmp_path: Path) -> None:
 def test_a_file_of_many_lines_and_an_indented_document_both_load(tmp_path: Path) -> None:
     spans, whole = _many_spans(40)
     trace = build_trace(TID, spans, fetch=whole.get)
-    one_line = trace.save(tmp_path / "one.jsonl").read_bytes()
+    one_line = chronicle.write_trace(trace, tmp_path / "one.jsonl").read_bytes()
     document = orjson.loads(one_line)
     indented = tmp_path / "indented.json"
     indented.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2))

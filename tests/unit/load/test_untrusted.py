@@ -25,10 +25,11 @@ from hypothesis import strategies as st
 
 import chronicle_otel as chronicle
 from chronicle_otel import semconv as sc
+from chronicle_otel._internal.untrusted import MAX_VALUE_DEPTH
 from chronicle_otel.errors import ChronicleError, CodecError, LoadLimitError, StoreError, TraceLoadError
 from chronicle_otel.load import LoadLimits
 from chronicle_otel.load._files import spans_of_document
-from chronicle_otel.load._otlp import MAX_VALUE_DEPTH, spans_of_request
+from chronicle_otel.otlp import spans_of_request
 from chronicle_otel.replay import SpanRecord, build_trace
 from chronicle_otel.store import payload_digest
 from tests.conftest import Recorder

@@ -64,7 +64,7 @@ def recorded_file(recorder: Recorder, project: Path) -> Path:
 
     tools.agent("sell $1,000 of MSFT")
     recorder.config.force_flush()
-    return chronicle.load_trace(recorder.store, "latest").save(project / "incident.jsonl")
+    return chronicle.write_trace(chronicle.load_trace(recorder.store, "latest"), project / "incident.jsonl")
 
 
 def tamper(path: Path, boundary: str, changes: dict[str, Any]) -> None:

@@ -1,25 +1,20 @@
-"""The one OTLP/JSON writer, in the shape of the OpenTelemetry Collector's ``file`` exporter.
+"""The OTLP/JSON writer, in the shape of the OpenTelemetry Collector's ``file`` exporter.
 
 One ``ExportTraceServiceRequest`` object per line: ``resourceSpans`` → ``scopeSpans`` → ``spans``,
 lowerCamelCase field names, lowercase hex ids, 64-bit integers and ``*UnixNano`` times as JSON
-strings, enums as integers, default values omitted. Two inputs, one span encoder (:func:`_span_json`):
-finished SDK spans (the exporter, :func:`export_request`) and loaded span records (portable trace files,
-:func:`spans_to_request` and :func:`write_trace_file`).
+strings, enums as integers, default values omitted; values as :mod:`._values` maps them, the mapping the reader
+shares. Two inputs, one span encoder (:func:`_span_json`): finished SDK spans (the exporter,
+:func:`export_request`) and loaded span records (portable trace files, :func:`spans_to_request`).
 
 The exporter's path is :func:`export_line`, which writes the same bytes as ``orjson.dumps(export_request(spans))``
 with less work per span: the resource and scope of a line are encoded once per process, and a plain SDK span (no
 events, links, trace state or dropped attributes: nearly all) is built by :func:`_plain_sdk_span` in a few dict
-literals; ``tests/unit/export/test_otlp_line.py`` holds it to :func:`_span_json`'s output.
+literals; ``tests/unit/otlp/test_writer.py`` holds it byte for byte to :func:`_span_json`'s output.
 """
 
 from __future__ import annotations
 
-import base64
-import gzip
-import math
-import os
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -27,102 +22,21 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind, StatusCode
 from opentelemetry.trace.span import DEFAULT_TRACE_STATE
 
-from .. import semconv
-from .compat import events_and_links
-from .gc_pause import gc_paused
+from .._internal.compat import events_and_links
+from ._values import FLAG_HAS_IS_REMOTE, FLAG_IS_REMOTE, SPAN_KINDS, STATUS_CODES, encode_attributes
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
-    from ..model import SpanRecord, Trace
+    from ..model import SpanRecord
 
-_KIND = {
-    SpanKind.INTERNAL: 1,
-    SpanKind.SERVER: 2,
-    SpanKind.CLIENT: 3,
-    SpanKind.PRODUCER: 4,
-    SpanKind.CONSUMER: 5,
-}
-_STATUS = {StatusCode.UNSET: 0, StatusCode.OK: 1, StatusCode.ERROR: 2}
-_FLAG_HAS_IS_REMOTE = 0x100
-_FLAG_IS_REMOTE = 0x200
-
-
-def _double(value: float) -> dict[str, Any]:
-    if math.isnan(value):
-        return {"doubleValue": "NaN"}
-    if math.isinf(value):
-        return {"doubleValue": "Infinity" if value > 0 else "-Infinity"}
-    return {"doubleValue": value}
-
-
-_SCALARS: dict[type, Any] = {
-    str: lambda v: {"stringValue": v},
-    bool: lambda v: {"boolValue": v},
-    int: lambda v: {"intValue": str(v)},
-    float: _double,
-}
-
-
-def any_value(value: Any) -> dict[str, Any]:
-    """Encode one attribute value as an OTLP ``AnyValue``."""
-    t = type(value)
-    if t is str:
-        return {"stringValue": value}
-    if t is tuple or t is list:  # the SDK keeps sequence attributes as tuples
-        return {"arrayValue": {"values": [{"stringValue": v} if type(v) is str else any_value(v) for v in value]}}
-    encode = _SCALARS.get(t)
-    if encode is not None:
-        return encode(value)  # type: ignore[no-any-return]
-    if isinstance(value, bool):
-        return {"boolValue": value}
-    if isinstance(value, str):
-        return {"stringValue": str(value)}
-    if isinstance(value, int):
-        return {"intValue": str(value)}
-    if isinstance(value, float):
-        return _double(value)
-    if isinstance(value, (bytes, bytearray)):
-        return {"bytesValue": base64.b64encode(bytes(value)).decode("ascii")}
-    if isinstance(value, Mapping):
-        return {"kvlistValue": {"values": attributes(value)}}
-    if isinstance(value, Sequence):
-        return {"arrayValue": {"values": [any_value(v) for v in value]}}
-    return {"stringValue": str(value)}
-
-
-def plain_attributes(attrs: Mapping[str, Any] | None) -> dict[str, Any]:
-    """``attrs`` as a plain dict (a copy): cheap to iterate and to look keys up in.
-
-    The SDK's ``BoundedAttributes`` (behind ``ReadableSpan.attributes``) iterates and looks keys up through the
-    ``MutableMapping`` mixin, a Python call per key; its ``copy()`` is one C-level copy of its dict.
-    """
-    copy = getattr(attrs, "copy", None)  # first: an empty mapping's length may be a Python call too
-    if copy is not None:
-        copied = copy()  # a dict, or an OrderedDict from older SDKs
-        return copied if type(copied) is dict else dict(copied)
-    return dict(attrs) if attrs else {}
-
-
-def attributes(attrs: Mapping[str, Any] | None) -> list[dict[str, Any]]:
-    """Encode an attribute mapping as a list of OTLP ``KeyValue``."""
-    if not attrs:
-        return []
-    items = attrs if type(attrs) is dict else plain_attributes(attrs)
-    # One comprehension, strings inline: this runs for every attribute of every span.
-    return [
-        {"key": k, "value": {"stringValue": v} if type(v) is str else _int_value(v) if type(v) is int else any_value(v)}
-        for k, v in items.items()
-    ]
-
-
-def _int_value(value: int) -> dict[str, Any]:
-    return {"intValue": str(value)}
+_KIND = {kind: SPAN_KINDS[f"SPAN_KIND_{kind.name}"] for kind in SpanKind}
+_STATUS = {code: STATUS_CODES[code.name] for code in StatusCode}
 
 
 def _with_attributes(out: dict[str, Any], attrs: Mapping[str, Any] | None, dropped: int = 0) -> dict[str, Any]:
-    encoded = attributes(attrs)
+    encoded = encode_attributes(attrs)
     if encoded:
         out["attributes"] = encoded
     if dropped:
@@ -200,10 +114,10 @@ def span_dict(span: ReadableSpan, attrs: Mapping[str, Any] | None = None) -> dic
             return fast
     ctx = span.get_span_context()
     assert ctx is not None
-    flags = _FLAG_HAS_IS_REMOTE  # as the SDK's OTLP encoder: the is-remote bits only
+    flags = FLAG_HAS_IS_REMOTE  # as the SDK's OTLP encoder: the is-remote bits only
     parent = span.parent
     if parent is not None and parent.is_remote:
-        flags |= _FLAG_IS_REMOTE
+        flags |= FLAG_IS_REMOTE
     events, links, status = span.events, span.links, span.status
     return _span_json(
         f"{ctx.trace_id:032x}",
@@ -225,7 +139,7 @@ def span_dict(span: ReadableSpan, attrs: Mapping[str, Any] | None = None) -> dic
                 f"{link.context.span_id:016x}",
                 link.context.trace_state.to_header() if link.context.trace_state else "",
                 link.attributes,
-                _FLAG_HAS_IS_REMOTE | (_FLAG_IS_REMOTE if link.context.is_remote else 0),
+                FLAG_HAS_IS_REMOTE | (FLAG_IS_REMOTE if link.context.is_remote else 0),
             )
             for link in links
         ]
@@ -270,16 +184,16 @@ def _plain_sdk_span(span: ReadableSpan, attrs: Mapping[str, Any] | None) -> dict
         encoded_status: dict[str, Any] = {"message": message} if message else {}
     else:
         encoded_status = {"message": message, "code": _STATUS[code]} if message else {"code": _STATUS[code]}
-    encoded = attributes(span.attributes if attrs is None else attrs)
+    encoded = encode_attributes(span.attributes if attrs is None else attrs)
     parent = span.parent
     trace_id = "%032x" % ctx.trace_id  # noqa: UP031 - twice as fast as an f-string with a format spec
     span_id = "%016x" % ctx.span_id  # noqa: UP031
     out: dict[str, Any] = {"traceId": trace_id, "spanId": span_id}  # the general encoder's key order
     if parent is None:
-        out["flags"] = _FLAG_HAS_IS_REMOTE
+        out["flags"] = FLAG_HAS_IS_REMOTE
     else:
         out["parentSpanId"] = "%016x" % parent.span_id  # noqa: UP031
-        out["flags"] = _FLAG_HAS_IS_REMOTE | _FLAG_IS_REMOTE if parent.is_remote else _FLAG_HAS_IS_REMOTE
+        out["flags"] = FLAG_HAS_IS_REMOTE | FLAG_IS_REMOTE if parent.is_remote else FLAG_HAS_IS_REMOTE
     out["name"] = span.name
     out["kind"] = kind_number
     out["startTimeUnixNano"] = start
@@ -306,7 +220,7 @@ def _plain_links(links: Sequence[Any]) -> list[dict[str, Any]] | None:
             {
                 "traceId": "%032x" % ctx.trace_id,  # noqa: UP031
                 "spanId": "%016x" % ctx.span_id,  # noqa: UP031
-                "flags": _FLAG_HAS_IS_REMOTE | _FLAG_IS_REMOTE if ctx.is_remote else _FLAG_HAS_IS_REMOTE,
+                "flags": FLAG_HAS_IS_REMOTE | FLAG_IS_REMOTE if ctx.is_remote else FLAG_HAS_IS_REMOTE,
             }
         )
     return out
@@ -426,8 +340,7 @@ def export_line(spans: Sequence[ReadableSpan], attrs: Sequence[Mapping[str, Any]
     return b"".join((head, memoryview(body)[1:-1], tail))
 
 
-_KIND_NUMBERS = {1, 2, 3, 4, 5}
-_STATUS_NUMBERS = {"UNSET": 0, "OK": 1, "ERROR": 2}
+_KIND_NUMBERS = frozenset(SPAN_KINDS.values())
 
 
 def record_dict(span: SpanRecord, attributes: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -437,7 +350,7 @@ def record_dict(span: SpanRecord, attributes: Mapping[str, Any] | None = None) -
         span.span_id,
         span.trace_state,
         span.parent_span_id,
-        span.flags or _FLAG_HAS_IS_REMOTE,
+        span.flags or FLAG_HAS_IS_REMOTE,
         span.name,
         span.kind if span.kind in _KIND_NUMBERS else 0,
         span.start_ns,
@@ -452,13 +365,13 @@ def record_dict(span: SpanRecord, attributes: Mapping[str, Any] | None = None) -
                 link["span_id"],
                 link.get("trace_state") or "",
                 link.get("attributes"),
-                link.get("flags") or _FLAG_HAS_IS_REMOTE,
+                link.get("flags") or FLAG_HAS_IS_REMOTE,
             )
             for link in span.links
         ],
         0,
         span.status_message,
-        _STATUS_NUMBERS.get(span.status, 0),
+        STATUS_CODES.get(span.status, 0),
     )
 
 
@@ -495,32 +408,3 @@ def spans_to_request(
             for resource, scopes in by_resource.values()
         ]
     }
-
-
-def write_trace_file(trace: Trace, path: str | os.PathLike[str]) -> Path:
-    """Write ``trace`` as a portable OTLP/JSON file with its whole payloads inlined (see ``Trace.save``).
-
-    Linear in the size of the trace: only spans whose payload was rehydrated get new attributes, and the document is
-    encoded once.
-    """
-    whole: dict[str, dict[str, Any]] = {}
-    with gc_paused():  # one object per attribute of every span, and no cycles
-        for b in trace.boundaries:
-            for keys, payload in zip(semconv.PAYLOAD_KEYS, (b.raw_input, b.raw_output, b.raw_error)):  # noqa: B905
-                if payload is None or not payload.complete:
-                    continue
-                attrs = whole.get(b.span_id)
-                current = attrs if attrs is not None else b.span.attributes
-                if current.get(keys.text) == payload.text and keys.truncated not in current:
-                    continue  # the span holds it whole already
-                if attrs is None:
-                    attrs = whole[b.span_id] = dict(b.span.attributes)
-                attrs[keys.text] = payload.text
-                attrs.pop(keys.truncated, None)
-        data = orjson.dumps(spans_to_request(trace.spans, whole)) + b"\n"
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.tmp")
-    tmp.write_bytes(gzip.compress(data, compresslevel=6) if target.suffix == ".gz" else data)
-    os.replace(tmp, target)
-    return target

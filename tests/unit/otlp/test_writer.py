@@ -1,5 +1,6 @@
 """The exporter's line encoder (``export_line``, the plain-span fast path) writes exactly what the general encoder
-(``export_request``) writes, for every shape of span."""
+(``export_request``, every span through ``_span_json``) writes, byte for byte, for every shape of span: the listed
+shapes below, and generated ones (every attribute value type, events, links, status, trace state, remote parents)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,14 @@ from typing import Any
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, SpanLimits, TracerProvider
+from opentelemetry.sdk.trace import Event, ReadableSpan, SpanLimits, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import (
     Link,
     NonRecordingSpan,
@@ -26,8 +31,8 @@ from opentelemetry.trace import (
 )
 from opentelemetry.trace.span import TraceState
 
-from chronicle_otel._internal import otlp_json
-from chronicle_otel._internal.otlp_json import export_line, export_request, plain_attributes, span_dict
+from chronicle_otel.otlp import _writer, export_line, export_request, plain_attributes
+from chronicle_otel.otlp._writer import span_dict
 
 ATTRIBUTES: list[dict[str, Any]] = [
     {},
@@ -78,13 +83,13 @@ def _spans(**limits: Any) -> list[ReadableSpan]:
 
 
 def _general(spans: list[ReadableSpan]) -> bytes:
-    """What the general encoder writes: every span through :func:`otlp_json._span_json` with all its fields."""
-    original = otlp_json._plain_sdk_span
-    otlp_json._plain_sdk_span = lambda span, attrs: None  # type: ignore[assignment]
+    """What the general encoder writes: every span through :func:`_writer._span_json` with all its fields."""
+    original = _writer._plain_sdk_span
+    _writer._plain_sdk_span = lambda span, attrs: None  # type: ignore[assignment]
     try:
         return orjson.dumps(export_request(spans))
     finally:
-        otlp_json._plain_sdk_span = original
+        _writer._plain_sdk_span = original
 
 
 @pytest.mark.parametrize("limits", [{}, {"max_span_attributes": 2, "max_span_attribute_length": 3}, {"max_links": 1}])
@@ -101,7 +106,7 @@ def test_every_span_encodes_as_the_general_encoder_does(limits: dict[str, Any]) 
 
 def test_the_fast_path_handles_the_plain_spans() -> None:
     spans = _spans()
-    plain = [s for s in spans if otlp_json._plain_sdk_span(s, None) is not None]
+    plain = [s for s in spans if _writer._plain_sdk_span(s, None) is not None]
     assert {s.name for s in plain} >= {"root", "child", "remote child", "error without message", "plain links"}
     assert not any(s.name in ("events", "links", "with trace state", "link with trace state") for s in plain)
     for span in plain:
@@ -162,3 +167,96 @@ def test_plain_attributes_copies_any_mapping() -> None:
         assert copied is not mapping
     assert plain_attributes(None) == {}
     assert plain_attributes({}) == {}
+
+
+# ------------------------------------------------------------------------------- generated spans, byte for byte
+
+_text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)  # JSON has no lone surrogates
+_scalars = st.one_of(
+    _text,
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),  # past 64 bits too: written as digits either way
+    st.floats(),  # NaN and the infinities included
+    st.binary(max_size=8),
+    st.none(),
+)
+_values = st.recursive(
+    _scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.lists(inner, max_size=3).map(tuple),
+        st.dictionaries(_text, inner, max_size=3),
+    ),
+    max_leaves=8,
+)
+_attributes = st.dictionaries(_text, _values, max_size=5)
+_ids = st.integers(min_value=1, max_value=2**64 - 1)
+_trace_states = st.sampled_from(
+    [None, TraceState(), TraceState([("rojo", "00f067aa0ba902b7")]), TraceState([("congo", "t61rcWkgMzE")])]
+)
+_RESOURCES = [Resource.create({"service.name": "a"}), Resource({"service.name": "b"}, "https://example.invalid/r")]
+_SCOPES = [
+    InstrumentationScope("scope.a", "1.2"),
+    InstrumentationScope("scope.b", None, "https://example.invalid/s", {"s": 1}),
+]
+
+
+@st.composite
+def _contexts(draw: st.DrawFn, trace_id: int | None = None) -> SpanContext:
+    return SpanContext(
+        trace_id if trace_id is not None else draw(st.integers(min_value=1, max_value=2**128 - 1)),
+        draw(_ids),
+        is_remote=draw(st.booleans()),
+        trace_flags=TraceFlags(draw(st.sampled_from([0, 1]))),
+        trace_state=draw(_trace_states),
+    )
+
+
+@st.composite
+def _sdk_spans(draw: st.DrawFn) -> ReadableSpan:
+    """A finished span as the exporter may get it: from the SDK's tracer (plain attributes, bounded ones with a
+    count of those dropped) or built by hand, with any mix of events, links and status."""
+    trace_id = draw(st.integers(min_value=1, max_value=2**128 - 1))
+    attrs: Any = draw(_attributes)
+    if draw(st.booleans()):
+        bounded = BoundedAttributes(draw(st.integers(0, 6)), immutable=False, extended_attributes=True)
+        for key, value in attrs.items():
+            bounded[key] = value
+        attrs = bounded
+    code = draw(st.sampled_from(list(StatusCode)))
+    status = Status(code, draw(st.none() | _text) if code is StatusCode.ERROR else None)
+    events = draw(
+        st.lists(
+            st.builds(Event, _text, st.none() | _attributes, st.integers(min_value=0, max_value=2**64 - 1)),
+            max_size=2,
+        )
+    )
+    links = draw(st.lists(st.builds(Link, _contexts(), st.none() | _attributes), max_size=2))
+    start = draw(st.integers(min_value=0, max_value=2**64 - 1))
+    return ReadableSpan(
+        name=draw(_text),
+        context=draw(_contexts(trace_id)),
+        parent=draw(st.none() | _contexts(trace_id)),
+        resource=draw(st.sampled_from(_RESOURCES)),
+        attributes=attrs,
+        events=events,
+        links=links,
+        kind=draw(st.sampled_from(list(SpanKind))),
+        status=status,
+        start_time=start,
+        end_time=draw(st.integers(min_value=start, max_value=2**64 - 1)),
+        instrumentation_scope=draw(st.sampled_from(_SCOPES)),
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_sdk_spans(), min_size=1, max_size=4))
+def test_the_line_encoder_writes_the_general_encoders_bytes(spans: list[ReadableSpan]) -> None:
+    for span in spans:
+        expected = _general([span])
+        assert export_line([span]) == expected
+        assert export_line([span], [plain_attributes(span.attributes)]) == expected
+    expected = _general(spans)
+    assert export_line(spans) == expected
+    assert export_line(spans, [plain_attributes(span.attributes) for span in spans]) == expected
+    assert orjson.dumps(export_request(spans)) == expected
