@@ -29,7 +29,7 @@ from .._internal.unreplayable import remedy
 from ..codec import TAG
 from ..errors import ChronicleError
 from ..model import Boundary, Trace, format_key
-from ..replay._matching import check_selectors, resolve_overrides
+from ..replaying._matching import check_selectors, resolve_overrides
 from . import _source
 from ._output import Output, clean
 from ._show import add_arguments
@@ -601,11 +601,11 @@ def _modes(
     """The recorded calls ``rerun()`` makes under the selectors, each with how it is answered (``stub``, ``live`` or
     ``override``), in call order.
 
-    The decision is the replay's own (:class:`~chronicle_otel.replay.ReplayRun`). ``rerun()`` calls the root; a call
+    The decision is the replay's own (:class:`~chronicle_otel.replaying.ReplayRun`). ``rerun()`` calls the root; a call
     below it runs only when no boundary above it is stubbed (a stub answers for its whole subtree), and runs live
     when it is not stubbed itself.
     """
-    from ..replay import ReplayRun
+    from ..replaying import ReplayRun
 
     run = ReplayRun(trace, stub=tuple(dict.fromkeys(stub)), live=tuple(dict.fromkeys(live)))
     answered = set(resolve_overrides(dict.fromkeys(overridden), trace))  # an overridden call is stubbed

@@ -41,7 +41,7 @@ import orjson
 from ..codec import with_classes
 from ..errors import ChronicleError
 from ..model import Boundary, Payload, Trace, format_key
-from ..replay import Finding, ReplayReport
+from ..replaying import Finding, ReplayReport
 from ..semconv import REPLAY_OF
 from ..version import __version__
 from . import _render, _show, _source
@@ -196,7 +196,7 @@ def _read_report(path: str | Path) -> tuple[ReplayReport, str | None]:
 
 
 def report_from_dict(data: object, where: str = "the report") -> ReplayReport:
-    """A :class:`~chronicle_otel.replay.ReplayReport` from its JSON form, every field checked.
+    """A :class:`~chronicle_otel.replaying.ReplayReport` from its JSON form, every field checked.
 
     The form is the one ``dataclasses.asdict(report)`` gives (call keys as lists of ``[name, index]``); other
     keys (``ok``, ``trace_id``) are ignored.

@@ -19,7 +19,7 @@ import chronicle_otel as chronicle
 from chronicle_otel._internal import hooks
 from chronicle_otel._internal.gc_pause import FULL_COLLECTIONS_SPACED, full_collections_spaced, gc_paused
 from tests.conftest import make_recorder
-from tests.unit.replay.helpers import record
+from tests.unit.replaying.helpers import record
 
 DEFAULT = (700, 10, 10)
 SPACED = (700, 10, 10 * FULL_COLLECTIONS_SPACED)
