@@ -41,7 +41,7 @@ import orjson
 from ..codec import with_classes
 from ..errors import ChronicleError
 from ..model import Boundary, Payload, Trace, format_key
-from ..replaying import Finding, ReplayReport
+from ..replaying import Finding, FindingKind, ReplayReport
 from ..semconv import REPLAY_OF
 from ..version import __version__
 from . import _render, _show, _source
@@ -249,7 +249,12 @@ def _finding(item: object, where: str) -> Finding:
         raise ChronicleError(f"{where}: kind and message must be strings")
     if not isinstance(details, list) or not all(isinstance(d, str) for d in details):
         raise ChronicleError(f"{where}: details must be a list of strings")
-    return Finding(kind, _call_key(item.get("call_key", []), where), message, tuple(details))
+    call_key = _call_key(item.get("call_key", []), where)
+    try:
+        known = FindingKind(kind)
+    except ValueError:
+        raise ChronicleError(f"{where}: unknown kind {kind!r} (a FindingKind: {', '.join(FindingKind)})") from None
+    return Finding(known, call_key, message, tuple(details))
 
 
 def _call_key(item: object, where: str) -> tuple[tuple[str, int], ...]:

@@ -39,7 +39,7 @@ def test_replay_is_the_function_before_and_after_the_replaying_package_is_import
     code = (
         "import types, chronicle_otel\n"
         "before = chronicle_otel.replay\n"
-        "import chronicle_otel.replaying, chronicle_otel.replaying._engine\n"
+        "import chronicle_otel.replaying, chronicle_otel.replaying._run\n"
         "from chronicle_otel import replay\n"
         "assert before is chronicle_otel.replay is replay is chronicle_otel.replaying.replay\n"
         "assert callable(replay) and not isinstance(replay, types.ModuleType)\n"
