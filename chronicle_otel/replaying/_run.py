@@ -22,7 +22,6 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from .._internal import hooks
-from .._internal.gc_pause import full_collections_spaced
 from .._internal.hooks import BoundarySpec
 from .._internal.streams import StreamDriver
 from ..config import get_config, isolated
@@ -75,7 +74,6 @@ class ReplayRun:
         self._tokens: list[contextvars.Token[Any]] = []
         self._isolation: contextlib.AbstractContextManager[Path] | None = None
         self._replay_store: Path | None = None
-        self._spaced: contextlib.AbstractContextManager[None] | None = None
 
     # ------------------------------------------------------------------ activation
 
@@ -104,8 +102,6 @@ class ReplayRun:
                 self._guard.__enter__()
             self._calls.thread = threading.get_ident()
             hooks.activate(self)
-            self._spaced = full_collections_spaced()  # fewer walks over the loaded trace
-            self._spaced.__enter__()
         self._tokens.append(hooks.REPLAY.set(self))
         return self
 
@@ -120,9 +116,6 @@ class ReplayRun:
         if self._tokens:
             return
         hooks.deactivate(self)
-        if self._spaced is not None:
-            spaced, self._spaced = self._spaced, None
-            spaced.__exit__(None, None, None)
         if self._guard is not None:
             guard, self._guard = self._guard, None
             guard.__exit__(None, None, None)

@@ -417,7 +417,7 @@ def test_the_collector_pause_nests_and_resumes_only_what_it_paused() -> None:
 
 
 def test_the_collector_resumes_after_a_failed_load(tmp_path: Path) -> None:
-    """(Blocks overlapping across threads: ``tests/unit/replaying/test_collector_spaced.py``.)"""
+    """(Blocks overlapping across threads: ``tests/unit/replaying/test_collector.py``.)"""
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": 5}]}]}]}\n')
     with pytest.raises(TraceLoadError):
