@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import contextlib as _contextlib
 import importlib as _importlib
-import sys as _sys
-import types as _types
 from typing import TYPE_CHECKING, Any
 
 from .version import __version__
@@ -58,7 +56,7 @@ if TYPE_CHECKING:
     from .load import LoadLimits, load_trace, write_trace
     from .model import Boundary, Trace
     from .record import BoundaryKind, boundary, call, instrument, session, uninstrument
-    from .replay import ReplayedError, ReplayReport, ReplayRun, replay
+    from .replaying import ReplayedError, ReplayReport, ReplayRun, replay
     from .store import LocalStore, TraceSummary
 
 __all__ = [
@@ -141,7 +139,7 @@ _EXPORTS: dict[str, str] = {
     "ChronicleExporter": ".export",
     **dict.fromkeys(("LoadLimits", "load_trace", "write_trace"), ".load"),
     **dict.fromkeys(("Boundary", "Trace"), ".model"),
-    **dict.fromkeys(("ReplayedError", "ReplayReport", "ReplayRun", "replay"), ".replay"),
+    **dict.fromkeys(("ReplayedError", "ReplayReport", "ReplayRun", "replay"), ".replaying"),
     **dict.fromkeys(("LocalStore", "TraceSummary"), ".store"),
 }
 _SUBMODULES = frozenset(
@@ -157,7 +155,7 @@ _SUBMODULES = frozenset(
         "pytest_plugin",
         "record",
         "redact",
-        "replay",
+        "replaying",
         "semconv",
         "store",
         "testing",
@@ -185,23 +183,6 @@ def __getattr__(name: str) -> Any:
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__) | _SUBMODULES)
 
-
-class _Package(_types.ModuleType):
-    """``chronicle_otel.replay`` is the :func:`replay` function, as it always was, even once the subpackage of the
-    same name is imported (the import system binds a subpackage on its parent: that binding is ignored)."""
-
-    @property
-    def replay(self) -> Any:
-        value = globals().get("replay")
-        return value if value is not None else __getattr__("replay")
-
-    @replay.setter
-    def replay(self, value: Any) -> None:
-        if not isinstance(value, _types.ModuleType):
-            globals()["replay"] = value
-
-
-_sys.modules[__name__].__class__ = _Package
 
 # No NullHandler on the "chronicle_otel" logger: a warning (spans dropped, a store that cannot be written, a
 # collector that did not take what was queued at exit) reaches stderr through Python's last-resort handler when the

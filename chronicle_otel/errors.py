@@ -142,7 +142,7 @@ class ReplayDivergence(ReplayError):
     """A call made during replay does not match the recording.
 
     Attributes:
-        finding: the report's entry for it (a :class:`~chronicle_otel.replay.Finding`: ``kind``, ``call_key``,
+        finding: the report's entry for it (a :class:`~chronicle_otel.replaying.Finding`: ``kind``, ``call_key``,
             ``message``, ``details``) when one call diverged; None for a divergence of the whole run.
     """
 

@@ -1,6 +1,6 @@
 """The neutral model of a recorded run: spans, boundaries and their payloads.
 
-Loading builds it (:mod:`chronicle_otel.load`), replay reads it (:mod:`chronicle_otel.replay`); this module imports
+Loading builds it (:mod:`chronicle_otel.load`), replay reads it (:mod:`chronicle_otel.replaying`); this module imports
 neither, nor anything of the recording pipeline. Every object is immutable.
 
 API:

@@ -12,7 +12,7 @@ The marker takes the trace source (an OTLP/JSON file or a store directory) and t
 ``strict``, ``allow``, ``emit_spans``, ``block_network``, ``allow_hosts``, ``override``), plus ``trace_id`` and
 ``check_report`` (default True: when the test body ends, a report with divergences, or with drift under
 ``strict=True``, fails the test). The ``chronicle_replay`` fixture is the active
-:class:`~chronicle_otel.replay.ReplayRun`; it works in sync tests and in pytest-asyncio tests (use
+:class:`~chronicle_otel.replaying.ReplayRun`; it works in sync tests and in pytest-asyncio tests (use
 ``await chronicle_replay.arerun()`` for an async root). A failing test shows the replay report.
 
 The network is blocked during the test (``block_network=True``): only this machine is reachable, and an attempt
@@ -39,7 +39,7 @@ import pytest
 
 from . import environment_variables as env
 from .load import load_trace
-from .replay import ReplayOptions, ReplayRun, replay
+from .replaying import ReplayOptions, ReplayRun, replay
 from .store.reader import is_store
 
 __all__ = ["chronicle_replay"]

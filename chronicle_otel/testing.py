@@ -36,7 +36,7 @@ configure before the block, or pass the settings to ``capture()``. Boundaries bo
 
 API:
     :func:`capture`, :class:`Capture` — spans and payloads recorded by boundaries, as :class:`~chronicle_otel.Trace`
-    and :class:`~chronicle_otel.replay.SpanRecord` objects.
+    and :class:`~chronicle_otel.replaying.SpanRecord` objects.
     :class:`InMemoryPayloadStore` — a :class:`~chronicle_otel.store.PayloadStore` in a dict.
     :class:`IncrementalIdGenerator`, :class:`SeededIdGenerator` — deterministic trace and span ids, for
     ``capture(id_generator=...)`` or the SDK's ``TracerProvider(id_generator=...)``.
@@ -301,7 +301,7 @@ class Capture:
     def spans(self) -> list[SpanRecord]:
         """The spans ended so far, as loading a trace reads them from a store.
 
-        Each is a :class:`~chronicle_otel.replay.SpanRecord`: ids in hex, sequences as lists, OTLP span kinds.
+        Each is a :class:`~chronicle_otel.replaying.SpanRecord`: ids in hex, sequences as lists, OTLP span kinds.
         """
         return [_record(span) for span in self.finished_spans()]
 

@@ -17,7 +17,7 @@ from .._assembled import KINDS, diff_messages
 from ..codec import same_encoding
 from ..errors import ChronicleError
 from ..model import Boundary, CallKey, Payload, Trace, format_key
-from ..replay._report import diff_lines
+from ..replaying import diff_lines
 from . import _source
 from ._list import duration
 from ._output import STATUS_STYLE, Output, Part, clean

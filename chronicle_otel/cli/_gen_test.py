@@ -30,7 +30,7 @@ from ..codec import TAG
 from ..errors import ChronicleError
 from ..load import write_trace
 from ..model import Boundary, Trace, format_key
-from ..replay._matching import check_selectors, resolve_overrides
+from ..replaying import ReplayOptions, Selection, check_selectors, resolve_overrides
 from . import _source
 from ._output import Output, clean
 from ._show import add_arguments
@@ -602,15 +602,16 @@ def _modes(
     """The recorded calls ``rerun()`` makes under the selectors, each with how it is answered (``stub``, ``live`` or
     ``override``), in call order.
 
-    The decision is the replay's own (:class:`~chronicle_otel.replay.ReplayRun`). ``rerun()`` calls the root; a call
+    The decision is the replay's own (:class:`~chronicle_otel.replaying.Selection`). ``rerun()`` calls the root; a call
     below it runs only when no boundary above it is stubbed (a stub answers for its whole subtree), and runs live
     when it is not stubbed itself.
     """
-    from ..replay import ReplayRun
-
-    run = ReplayRun(trace, stub=tuple(dict.fromkeys(stub)), live=tuple(dict.fromkeys(live)))
+    options = ReplayOptions(stub=tuple(dict.fromkeys(stub)), live=tuple(dict.fromkeys(live)))
+    selection = Selection(trace, options)
     answered = set(resolve_overrides(dict.fromkeys(overridden), trace))  # an overridden call is stubbed
-    mode = {b.span_id: "override" if b.span_id in answered else run._mode(b.name, b.kind) for b in trace.boundaries}
+    mode = {
+        b.span_id: "override" if b.span_id in answered else selection.mode(b.name, b.kind) for b in trace.boundaries
+    }
     runs: dict[str, bool] = {}
 
     def called(b: Boundary) -> bool:

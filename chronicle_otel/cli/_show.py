@@ -9,7 +9,7 @@ from typing import Any, TextIO
 
 from ..errors import ConfigError
 from ..model import Boundary, Payload, Trace, format_key
-from ..replay._matching import resolve_overrides
+from ..replaying import resolve_overrides
 from ..semconv import REPLAY_OF
 from . import _render, _source
 from ._list import duration

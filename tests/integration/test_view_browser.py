@@ -361,7 +361,7 @@ def test_a_large_trace_renders_and_searches(browser: Any, tmp_path: Path) -> Non
     from selenium.webdriver.common.by import By
 
     from chronicle_otel import semconv as sc
-    from chronicle_otel.replay import SpanRecord, build_trace
+    from chronicle_otel.replaying import SpanRecord, build_trace
 
     tid = "cd" * 16
     spans = [

@@ -19,7 +19,7 @@ from chronicle_otel._assembled import Assembled, ToolCall, assemble, diff_messag
 from chronicle_otel.cli import _view
 from chronicle_otel.codec import encode
 from chronicle_otel.integrations import openai as chronicle_openai
-from chronicle_otel.replay._report import diff_lines, short_repr
+from chronicle_otel.replaying._report import diff_lines, short_repr
 from tests.conftest import Recorder
 from tests.llm_servers import LLMServer, Reply, openai_server
 from tests.unit._cli_agents import run

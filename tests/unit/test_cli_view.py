@@ -23,8 +23,8 @@ from chronicle_otel import semconv as sc
 from chronicle_otel.cli import _view
 from chronicle_otel.cli._view import _data, _readable, _report
 from chronicle_otel.errors import ChronicleError
-from chronicle_otel.replay import Finding, ReplayReport, SpanRecord, build_trace
-from chronicle_otel.replay import Trace as TraceModel
+from chronicle_otel.replaying import Finding, ReplayReport, SpanRecord, build_trace
+from chronicle_otel.replaying import Trace as TraceModel
 from tests.conftest import Recorder
 
 HOSTILE = "<img src=x onerror=alert(1)>"

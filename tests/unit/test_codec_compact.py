@@ -683,7 +683,7 @@ def test_sdk_values_of_another_kind_still_round_trip() -> None:
 
 
 def test_a_drift_report_lists_what_changed_not_how_models_used_to_be_written() -> None:
-    from chronicle_otel.replay._report import diff_lines
+    from chronicle_otel.replaying._report import diff_lines
 
     recorded = old_encode({"order": Tree(leaf=Leaf(x=1), leaves=[Leaf(x=2), Leaf(x=3)])}).decode()
     same_now = encode({"order": Tree(leaf=Leaf(x=1), leaves=[Leaf(x=2), Leaf(x=3)])}).decode()

@@ -54,3 +54,18 @@ def test_environment_reference_is_current() -> None:
     assert committed == gen_reference.render(), (
         "docs/reference/environment.md is out of date: run scripts/gen_reference.py"
     )
+
+
+def test_replay_report_reference_lists_every_finding_kind_once() -> None:
+    from chronicle_otel.replaying import FindingKind
+
+    spec = importlib.util.spec_from_file_location("gen_reference", REPO / "scripts" / "gen_reference.py")
+    assert spec is not None and spec.loader is not None
+    gen_reference = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen_reference)
+    committed = (REPO / "docs" / "reference" / "replay-report.md").read_text(encoding="utf-8")
+    assert committed == gen_reference.render_findings(), (
+        "docs/reference/replay-report.md is out of date: run scripts/gen_reference.py"
+    )
+    listed = re.findall(r"^\| `([a-z-]+)` \|", committed, re.M)
+    assert listed == [kind.value for kind in FindingKind] and len(set(listed)) == len(listed)

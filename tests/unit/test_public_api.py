@@ -40,6 +40,25 @@ def test_the_package_imports_lazily() -> None:
     assert "replay" in dir(chronicle_otel) and callable(chronicle_otel.replay)
 
 
+def test_replay_is_the_function_before_and_after_the_replaying_package_is_imported() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import types, chronicle_otel\n"
+        "before = chronicle_otel.replay\n"
+        "import chronicle_otel.replaying, chronicle_otel.replaying._run\n"
+        "from chronicle_otel import replay\n"
+        "assert before is chronicle_otel.replay is replay is chronicle_otel.replaying.replay\n"
+        "assert callable(replay) and not isinstance(replay, types.ModuleType)\n"
+        "assert isinstance(chronicle_otel.replaying, types.ModuleType)\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+    import chronicle_otel.replaying
+
+    assert callable(chronicle_otel.replay) and chronicle_otel.replay is chronicle_otel.replaying.replay
+
+
 def test_reexports_show_the_public_module() -> None:
     for name in chronicle_otel.__all__:
         obj = getattr(chronicle_otel, name)

@@ -15,7 +15,7 @@ from chronicle_otel import semconv as sc
 from chronicle_otel import testing
 from chronicle_otel.config import get_config, is_isolated
 from chronicle_otel.errors import TraceLoadError, TraceNotFoundError
-from chronicle_otel.replay import SpanRecord
+from chronicle_otel.replaying import SpanRecord
 from chronicle_otel.store import PayloadSource, PayloadStore, payload_digest
 from tests.conftest import Recorder
 

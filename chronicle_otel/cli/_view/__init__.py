@@ -32,7 +32,7 @@ from typing import Any, TextIO
 
 from ...errors import ChronicleError
 from ...model import Trace
-from ...replay import ReplayReport
+from ...replaying import ReplayReport
 from .. import _show, _source
 from .._output import clean
 from ._page import render_html

@@ -14,7 +14,7 @@ from typing import Any, Final
 import orjson
 
 from ...model import Boundary, Payload, Trace, format_key
-from ...replay import Finding, ReplayReport
+from ...replaying import Finding, ReplayReport
 from ...semconv import REPLAY_OF
 from ...version import __version__
 from .. import _render

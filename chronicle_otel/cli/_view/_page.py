@@ -14,7 +14,7 @@ from importlib import resources
 from typing import Final
 
 from ...model import Trace
-from ...replay import ReplayReport
+from ...replaying import ReplayReport
 from ._data import page_data
 from ._readable import CONTROL
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import orjson
 
 from ...errors import ChronicleError
-from ...replay import Finding, ReplayReport
+from ...replaying import Finding, FindingKind, ReplayReport
 from .._output import clean
 
 SECTIONS = (
@@ -62,7 +62,7 @@ def read_report(path: str | Path) -> tuple[ReplayReport, str | None]:
 
 
 def report_from_dict(data: object, where: str = "the report") -> ReplayReport:
-    """A :class:`~chronicle_otel.replay.ReplayReport` from its JSON form, every field checked.
+    """A :class:`~chronicle_otel.replaying.ReplayReport` from its JSON form, every field checked.
 
     The form is the one ``dataclasses.asdict(report)`` gives (call keys as lists of ``[name, index]``); other
     keys (``ok``, ``trace_id``) are ignored.
@@ -115,7 +115,12 @@ def _finding(item: object, where: str) -> Finding:
         raise ChronicleError(f"{where}: kind and message must be strings")
     if not isinstance(details, list) or not all(isinstance(d, str) for d in details):
         raise ChronicleError(f"{where}: details must be a list of strings")
-    return Finding(kind, _call_key(item.get("call_key", []), where), message, tuple(details))
+    call_key = _call_key(item.get("call_key", []), where)
+    try:
+        known = FindingKind(kind)
+    except ValueError:
+        raise ChronicleError(f"{where}: unknown kind {kind!r} (a FindingKind: {', '.join(FindingKind)})") from None
+    return Finding(known, call_key, message, tuple(details))
 
 
 def _call_key(item: object, where: str) -> tuple[tuple[str, int], ...]:

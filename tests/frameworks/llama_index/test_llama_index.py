@@ -30,7 +30,7 @@ from chronicle_otel import semconv as sc
 from chronicle_otel.integrations import llama_index as chronicle_llama_index
 from chronicle_otel.integrations import openai as chronicle_openai
 from chronicle_otel.model import Trace
-from chronicle_otel.replay._netguard import guard
+from chronicle_otel.replaying._netguard import guard
 from tests.conftest import Recorder
 from tests.frameworks.llama_index import agent
 from tests.llm_servers import LLMServer, Reply, openai_server

@@ -550,7 +550,7 @@ def test_a_generated_test_switches_the_integrations_on_and_replays_offline(
 def test_the_network_guard_refuses_a_live_sdk_call_and_names_its_boundary(
     recorder: Recorder, servers: tuple[LLMServer, LLMServer], instrumented: None, asynchronous: bool
 ) -> None:
-    from chronicle_otel.replay._netguard import find_refusal
+    from chronicle_otel.replaying._netguard import find_refusal
 
     oa, an = servers
     if asynchronous:

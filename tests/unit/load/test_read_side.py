@@ -32,7 +32,7 @@ from chronicle_otel.errors import TraceLoadError
 from chronicle_otel.model import Boundary, SpanRecord, Trace
 from chronicle_otel.otlp._reader import _plain_attributes, _plain_span, _span
 from chronicle_otel.otlp._values import decode_attributes
-from chronicle_otel.replay import build_trace
+from chronicle_otel.replaying import build_trace
 from chronicle_otel.store import LocalStore, StoreReader
 from tests.conftest import make_recorder
 
@@ -421,7 +421,7 @@ def test_the_collector_pause_nests_and_resumes_only_what_it_paused() -> None:
 
 
 def test_the_collector_resumes_after_a_failed_load(tmp_path: Path) -> None:
-    """(Blocks overlapping across threads: ``tests/unit/replay/test_collector_spaced.py``.)"""
+    """(Blocks overlapping across threads: ``tests/unit/replaying/test_collector.py``.)"""
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": 5}]}]}]}\n')
     with pytest.raises(TraceLoadError):

@@ -30,7 +30,7 @@ from chronicle_otel.errors import ChronicleError, CodecError, LoadLimitError, St
 from chronicle_otel.load import LoadLimits
 from chronicle_otel.load._files import spans_of_document
 from chronicle_otel.otlp import spans_of_request
-from chronicle_otel.replay import SpanRecord, build_trace
+from chronicle_otel.replaying import SpanRecord, build_trace
 from chronicle_otel.store import payload_digest
 from tests.conftest import Recorder
 

@@ -23,7 +23,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from chronicle_otel.errors import ConfigError, NetworkBlockedError, ReplayError
-from chronicle_otel.replay._netguard import (
+from chronicle_otel.replaying._netguard import (
     DEFAULT_ALLOWED_HOSTS,
     AllowList,
     NetworkGuard,

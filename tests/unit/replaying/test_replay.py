@@ -10,9 +10,9 @@ from opentelemetry.trace import StatusCode
 
 import chronicle_otel as chronicle
 from chronicle_otel import semconv as sc
-from chronicle_otel.replay import ReplayedError
+from chronicle_otel.replaying import ReplayedError
 from tests.conftest import Recorder, make_recorder
-from tests.unit.replay.helpers import record
+from tests.unit.replaying.helpers import record
 
 CALLS = {"llm": 0}
 

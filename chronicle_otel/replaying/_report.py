@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
+from enum import Enum
 from typing import Any
 
 import orjson
@@ -111,24 +112,75 @@ def _current(text: str | None) -> str | None:
         return text
 
 
+class FindingKind(str, Enum):
+    """What a :class:`Finding` reports. A string: ``finding.kind == "output-changed"`` holds, and the JSON of a
+    report (``dataclasses.asdict``) has the string value."""
+
+    UNEXPECTED_CALL = "unexpected-call"
+    """Divergence: a call with no recording (``on_missing="error"``, or a ``call(...)`` block); the nearest recordings
+    are listed."""
+    UNUSED_RECORDING = "unused-recording"
+    """Divergence: a recorded call never made, whose parent did not run live (the root itself, when ``rerun()`` was
+    never called)."""
+    INPUT_MISMATCH = "input-mismatch"
+    """Divergence: a stubbed call whose input differs from the recording, under ``on_input_mismatch="error"``."""
+    ORDER = "order"
+    """Divergence: a call made after a sibling that was recorded after it."""
+    LIVE_LLM = "live-llm"
+    """Divergence: an LLM boundary that ran live (a model call) without ``live=`` selecting it."""
+    NETWORK = "network"
+    """Divergence: a DNS lookup or a connection the network guard refused (even when the code swallowed the
+    error)."""
+    OVERRIDE_UNUSED = "override-unused"
+    """Divergence: an ``override=`` that never applied (the call was not made)."""
+    UNRESOLVED = "unresolved"
+    """Divergence (drift when ``allow=`` was given): a recorded value whose class may not be rebuilt here, so a stub
+    or ``rerun()`` would use a placeholder."""
+    UNDECODABLE = "undecodable"
+    """Divergence: a stub whose recording cannot answer (a payload cut with no store, a class that refuses the
+    recorded data)."""
+    NOT_CANCELLED = "not-cancelled"
+    """Divergence: a call its caller cancelled when recorded, which nothing cancelled in the replay."""
+    PAST_RECORDING = "past-recording"
+    """Divergence: a stubbed stream read further than its recording went."""
+    CONFLICTING_RECORDINGS = "conflicting-recordings"
+    """Divergence: the source holds a span more than once with different payloads (edited or damaged)."""
+    INPUT_DRIFT = "input-drift"
+    """Drift: a stubbed call whose input changed, answered from the recording (``on_input_mismatch="warn"``)."""
+    UNRECORDED_LIVE = "unrecorded-live"
+    """Drift: a call with no recording that ran live (``on_missing="live"``)."""
+    OUTPUT_CHANGED = "output-changed"
+    """Change: a live call whose output or error differs from the recording."""
+    NOT_CALLED = "not-called"
+    """Change: a recorded call the live code no longer makes (its parent ran live)."""
+    OVERRIDE = "override"
+    """Override: a call answered by ``override=`` instead of its recording (the recorded and the new value)."""
+    SESSION = "session"
+    """Session: a session variable of this process that differs from the recording's (information only)."""
+
+    def __str__(self) -> str:
+        return self.value
+
+
 @dataclasses.dataclass(frozen=True)
 class Finding:
     """One entry of a :class:`ReplayReport`.
 
     Attributes:
-        kind: divergences ``unexpected-call``, ``unused-recording``, ``input-mismatch``, ``order``, ``live-llm``,
-            ``network``, ``override-unused``, ``unresolved``, ``undecodable``, ``not-cancelled``,
-            ``past-recording``, ``conflicting-recordings``; drift ``input-drift``, ``unrecorded-live``; changes
-            ``output-changed``; ``override``; ``session``.
+        kind: what it reports (:class:`FindingKind`, a string; a string value given is made the member).
         call_key: the call key concerned (recorded key for recordings, actual key for calls).
         message: one line saying what happened.
         details: the differences or candidates, one per line.
     """
 
-    kind: str
+    kind: FindingKind
     call_key: tuple[tuple[str, int], ...]
     message: str
     details: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if type(self.kind) is not FindingKind:
+            object.__setattr__(self, "kind", FindingKind(self.kind))
 
     def __str__(self) -> str:
         head = (

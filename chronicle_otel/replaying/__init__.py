@@ -11,23 +11,30 @@ Usage::
     assert run.report.ok, run.report
 
 API:
-    :func:`replay`, :class:`ReplayRun`, :class:`ReplayReport`, :class:`Finding` — the replay.
+    :func:`replay`, :class:`ReplayRun`, :class:`ReplayOptions`, :class:`ReplayReport`, :class:`Finding`,
+    :class:`FindingKind` — the replay.
     :class:`Trace`, :class:`Boundary`, :class:`SpanRecord`, :class:`Payload` — the immutable model of a run.
     :class:`ReplayedError` — a recorded exception whose class may not be rebuilt.
     :func:`build_trace` — assemble a :class:`Trace` from span records (for custom trace sources).
+    :func:`check_selectors`, :func:`resolve_overrides`, :class:`Selection` — what ``stub=``, ``live=`` and
+    ``override=`` select in a trace, as a replay decides it (the ``chronicle`` command checks and shows them).
+    :func:`diff_lines` — the differences between two payloads, as the report lists them.
 """
 
 from __future__ import annotations
 
 from ..load import build_trace
 from ..model import Boundary, Payload, ReplayedError, SpanRecord, Trace, format_key
-from ._engine import ReplayRun, replay
+from ._matching import check_selectors, resolve_overrides
 from ._options import InputMismatch, OnMissing, ReplayOptions
-from ._report import Finding, ReplayReport
+from ._report import Finding, FindingKind, ReplayReport, diff_lines
+from ._run import ReplayRun, replay
+from ._selection import Selection
 
 __all__ = [
     "Boundary",
     "Finding",
+    "FindingKind",
     "InputMismatch",
     "OnMissing",
     "Payload",
@@ -35,9 +42,13 @@ __all__ = [
     "ReplayReport",
     "ReplayRun",
     "ReplayedError",
+    "Selection",
     "SpanRecord",
     "Trace",
     "build_trace",
+    "check_selectors",
+    "diff_lines",
     "format_key",
     "replay",
+    "resolve_overrides",
 ]

@@ -6,10 +6,14 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from enum import Enum
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from .._internal import hooks
 from ..errors import ConfigError
 from . import _netguard as netguard
+
+if TYPE_CHECKING:
+    from ..model import Trace
 
 
 class InputMismatch(str, Enum):
@@ -128,3 +132,12 @@ class ReplayOptions:
             raise ConfigError("block_network", self.block_network, "True or False")
         set_(self, "allow_hosts", _hosts(self.allow_hosts))
         set_(self, "override", _overrides(self.override))
+
+
+def allow_list(options: ReplayOptions, trace: Trace) -> tuple[str, ...]:
+    """Module prefixes whose classes recorded values are rebuilt as (registered types always are), now: ``allow=`` of
+    the replay, else of ``load_trace``, else the top-level packages that define boundaries in this process."""
+    if options.allow is not None:
+        return options.allow
+    loaded = trace.root.allow if trace.root is not None else None
+    return loaded if loaded is not None else hooks.boundary_packages()

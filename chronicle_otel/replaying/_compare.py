@@ -13,7 +13,7 @@ from ..errors import ReplayError
 from ..model import Boundary
 from ..record._payloads import encode_stream, item_snapshot
 from ..redact import Redactor, error_secrets, scrub_text
-from ._report import Finding, diff_lines
+from ._report import Finding, FindingKind, diff_lines
 
 
 class Comparer:
@@ -43,12 +43,14 @@ class Comparer:
             streamed = rec.stream and type(value) is list  # the items read: encoded as the recording encoded them
             actual = (encode_stream(value, redactor) if streamed else encode(value, redact=redactor)).decode()
             if rec.failed and not rec.stream:
-                return Finding("output-changed", rec.call_key, f"now returns; recorded {describe(rec)}")
+                return Finding(FindingKind.OUTPUT_CHANGED, rec.call_key, f"now returns; recorded {describe(rec)}")
             if rec.raw_output is None or not rec.raw_output.complete or not same_encoding(rec.raw_output.text, actual):
                 recorded = rec.raw_output.text if rec.raw_output is not None else None
-                return Finding("output-changed", rec.call_key, "output differs", tuple(diff_lines(recorded, actual)))
+                return Finding(
+                    FindingKind.OUTPUT_CHANGED, rec.call_key, "output differs", tuple(diff_lines(recorded, actual))
+                )
         except ReplayError as err:
-            return Finding("output-changed", rec.call_key, f"cannot compare: {err}")
+            return Finding(FindingKind.OUTPUT_CHANGED, rec.call_key, f"cannot compare: {err}")
         return None
 
     @staticmethod
@@ -57,7 +59,9 @@ class Comparer:
     ) -> Finding | None:
         if isinstance(exc, ReplayError):  # the replay's own error: its message is already in the report
             return Finding(
-                "output-changed", rec.call_key, f"now raises {type(exc).__name__} (see above); recorded {describe(rec)}"
+                FindingKind.OUTPUT_CHANGED,
+                rec.call_key,
+                f"now raises {type(exc).__name__} (see above); recorded {describe(rec)}",
             )
         envelope: Any = {}
         if rec.raw_error is not None and rec.raw_error.complete:
@@ -71,7 +75,9 @@ class Comparer:
         if recorded_type == qualified_name(type(exc)) and recorded_message == message:
             return None
         return Finding(
-            "output-changed", rec.call_key, f"now raises {type(exc).__name__}: {message}; recorded {describe(rec)}"
+            FindingKind.OUTPUT_CHANGED,
+            rec.call_key,
+            f"now raises {type(exc).__name__}: {message}; recorded {describe(rec)}",
         )
 
 

@@ -15,7 +15,7 @@ from ..codec import same_encoding
 from ..errors import ConfigError
 from ..model import Boundary, CallKey, Payload, Trace, format_key
 from ..record._spec import BoundaryKind
-from ._report import Finding
+from ._report import Finding, FindingKind
 
 _MAX_LISTED = 20
 
@@ -307,7 +307,9 @@ class Recordings:
         last = parent.last
         parent.last = rec
         if last is not None and rec.end_ns <= last.start_ns:
-            return Finding("order", rec.call_key, f"called after {format_key(last.call_key)}, but recorded before it")
+            return Finding(
+                FindingKind.ORDER, rec.call_key, f"called after {format_key(last.call_key)}, but recorded before it"
+            )
         return None
 
     def unused(self) -> Iterator[Boundary]:
