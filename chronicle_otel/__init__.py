@@ -21,158 +21,24 @@ the recording pipeline (configuration, exporter, store writer) nor replay.
 
 from __future__ import annotations
 
-import contextlib as _contextlib
 import importlib as _importlib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .version import __version__
+from ._api import PUBLIC as _PUBLIC
+from ._api import SUBMODULES as _SUBMODULES
+from .version import __version__ as __version__
 
-if TYPE_CHECKING:
-    from ._assembled import Assembled, assemble
-    from .codec import register_type
-    from .config import (
-        CaptureOptions,
-        ChronicleConfig,
-        PayloadOptions,
-        RedactionOptions,
-        StoreOptions,
-        configure,
-        get_config,
-    )
-    from .errors import (
-        ChronicleError,
-        ChronicleWarning,
-        CodecError,
-        ConfigError,
-        LoadLimitError,
-        NetworkBlockedError,
-        ReplayDivergence,
-        ReplayError,
-        StoreError,
-        TraceLoadError,
-        TraceNotFoundError,
-    )
-    from .export import ChronicleExporter
-    from .load import LoadLimits, load_trace, write_trace
-    from .model import Boundary, Trace
-    from .record import BoundaryKind, boundary, call, instrument, session, uninstrument
-    from .replaying import ReplayedError, ReplayReport, ReplayRun, replay
-    from .store import LocalStore, TraceSummary
-
-__all__ = [
-    "Assembled",
-    "Boundary",
-    "BoundaryKind",
-    "CaptureOptions",
-    "ChronicleConfig",
-    "ChronicleError",
-    "ChronicleExporter",
-    "ChronicleWarning",
-    "CodecError",
-    "ConfigError",
-    "LoadLimitError",
-    "LoadLimits",
-    "LocalStore",
-    "NetworkBlockedError",
-    "PayloadOptions",
-    "RedactionOptions",
-    "ReplayDivergence",
-    "ReplayError",
-    "ReplayReport",
-    "ReplayRun",
-    "ReplayedError",
-    "StoreError",
-    "StoreOptions",
-    "Trace",
-    "TraceLoadError",
-    "TraceNotFoundError",
-    "TraceSummary",
-    "__version__",
-    "assemble",
-    "boundary",
-    "call",
-    "configure",
-    "get_config",
-    "instrument",
-    "load_trace",
-    "register_type",
-    "replay",
-    "session",
-    "uninstrument",
-    "write_trace",
-]
-
-# Public name -> the module that defines it. Recording names load the boundary module first, so that
-# configure(local=True).boundary(...) always finds the decorator.
-_EXPORTS: dict[str, str] = {
-    **dict.fromkeys(("BoundaryKind", "boundary", "call", "instrument", "session", "uninstrument"), ".record"),
-    **dict.fromkeys(("Assembled", "assemble"), "._assembled"),
-    "register_type": ".codec",
-    **dict.fromkeys(
-        (
-            "CaptureOptions",
-            "ChronicleConfig",
-            "PayloadOptions",
-            "RedactionOptions",
-            "StoreOptions",
-            "configure",
-            "get_config",
-        ),
-        ".config",
-    ),
-    **dict.fromkeys(
-        (
-            "ChronicleError",
-            "ChronicleWarning",
-            "CodecError",
-            "ConfigError",
-            "LoadLimitError",
-            "NetworkBlockedError",
-            "ReplayDivergence",
-            "ReplayError",
-            "StoreError",
-            "TraceLoadError",
-            "TraceNotFoundError",
-        ),
-        ".errors",
-    ),
-    "ChronicleExporter": ".export",
-    **dict.fromkeys(("LoadLimits", "load_trace", "write_trace"), ".load"),
-    **dict.fromkeys(("Boundary", "Trace"), ".model"),
-    **dict.fromkeys(("ReplayedError", "ReplayReport", "ReplayRun", "replay"), ".replaying"),
-    **dict.fromkeys(("LocalStore", "TraceSummary"), ".store"),
-}
-_SUBMODULES = frozenset(
-    (
-        "cli",
-        "codec",
-        "config",
-        "environment_variables",
-        "errors",
-        "export",
-        "load",
-        "model",
-        "pytest_plugin",
-        "record",
-        "redact",
-        "replaying",
-        "semconv",
-        "store",
-        "testing",
-        "version",
-    )
-)
+# The names, their modules and the type stub (__init__.pyi) come from the one table in _api.py.
+__all__ = sorted(["__version__", *_PUBLIC])
 
 
 def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
+    module = _PUBLIC.get(name)
     if module is not None:
-        if module == ".config":
+        if module.startswith(f"{__name__}.config."):
+            # configure(local=True).boundary(...) always finds the decorator.
             _importlib.import_module(".record._boundary", __name__)
-        value = getattr(_importlib.import_module(module, __name__), name)
-        if isinstance(value, type) or callable(value):
-            with _contextlib.suppress(AttributeError, TypeError):
-                value.__module__ = __name__  # tracebacks and docs show the public path
+        value = getattr(_importlib.import_module(module), name)
         globals()[name] = value
         return value
     if name in _SUBMODULES:
@@ -181,7 +47,7 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__) | _SUBMODULES)
+    return sorted(set(globals()) | set(__all__) | set(_SUBMODULES))
 
 
 # No NullHandler on the "chronicle_otel" logger: a warning (spans dropped, a store that cannot be written, a

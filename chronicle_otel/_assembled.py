@@ -30,6 +30,7 @@ import typing
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
+from ._api import publish
 from .codec import TAG, UnresolvedObject, to_json_value, with_classes
 
 __all__ = ["Assembled", "RebuildError", "ToolCall", "as_message", "assemble", "diff_messages", "rebuild"]
@@ -969,3 +970,5 @@ _REBUILDERS: Final = {
     "openai.responses": _rebuild_responses,
     "langchain": _rebuild_langchain,
 }
+
+publish(__name__, globals())

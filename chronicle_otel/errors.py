@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._api import publish
+
 __all__ = [
     "ChronicleError",
     "ChronicleWarning",
@@ -193,3 +195,6 @@ class NetworkBlockedError(ReplayError):
             f"replay(..., allow_hosts=[..., {host!r}]) or replay(..., block_network=False), "
             "or run pytest with --chronicle-allow-network"
         )
+
+
+publish(__name__, globals())

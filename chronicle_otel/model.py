@@ -21,6 +21,7 @@ from typing import Any
 import orjson
 
 from . import semconv
+from ._api import publish
 from ._internal import hooks
 from ._internal.unreplayable import classes_in
 from .codec import UnresolvedObject, decode, decode_value
@@ -483,3 +484,6 @@ class Trace:
     def find(self, name: str) -> list[Boundary]:
         """The boundaries called ``name``, in call order."""
         return [b for b in self.boundaries if b.name == name]
+
+
+publish(__name__, globals())

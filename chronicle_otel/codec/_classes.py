@@ -12,6 +12,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any, Final
 
+from .._api import PACKAGE, defining_namespace
 from .._internal.names import module_name
 
 
@@ -28,7 +29,8 @@ def find_loaded_class(name: str) -> type | None:
     Never imports and never runs code: the qualified name is followed through the ``__dict__`` of the module and of
     classes defined in it (no ``getattr``, so no module ``__getattr__`` hook and no descriptor runs), and the class
     found must name itself exactly ``name``: a class reached through another module's namespace
-    (``myapp.tools.subprocess.Popen``) is not found.
+    (``myapp.tools.subprocess.Popen``) is not found. chronicle_otel's own public classes name themselves
+    ``chronicle_otel.<Name>`` and are looked up in the module that defines them, when it is loaded.
     """
     parts = name.split(".")
     for i in range(len(parts) - 1, 0, -1):
@@ -38,7 +40,10 @@ def find_loaded_class(name: str) -> type | None:
             continue
         obj: Any = module
         for attr in parts[i:]:
-            namespace = getattr(obj, "__dict__", None) if obj is module else _class_dict(obj)
+            if obj is module and module_name == PACKAGE:
+                namespace = defining_namespace(attr) or vars(module)
+            else:
+                namespace = getattr(obj, "__dict__", None) if obj is module else _class_dict(obj)
             if not isinstance(namespace, Mapping):
                 return None
             obj = namespace.get(attr)

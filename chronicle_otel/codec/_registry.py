@@ -10,6 +10,7 @@ import dataclasses
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from .._api import publish
 from ._classes import _qualname
 
 
@@ -70,3 +71,6 @@ def _allowed(name: str, allow: tuple[str, ...]) -> bool:
         elif name == prefix or name.startswith(prefix + "."):
             return True
     return False
+
+
+publish(__name__, globals())

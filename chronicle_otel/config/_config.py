@@ -21,6 +21,7 @@ from typing import Any
 from opentelemetry import trace as trace_api
 from opentelemetry.sdk.trace import SpanProcessor
 
+from .._api import publish
 from .._internal import boundary_factory, hooks
 from .._internal.buffer import PayloadBuffer
 from .._internal.compat import attribute_blind
@@ -351,3 +352,6 @@ def get_config() -> ChronicleConfig:
             if config is None:
                 config = DEFAULT.config = ChronicleConfig(p.resolve_settings(strict=False), Pipeline())
     return config
+
+
+publish(__name__, globals())

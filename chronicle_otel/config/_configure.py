@@ -17,6 +17,7 @@ from typing import Any, Literal
 from opentelemetry import trace as trace_api
 from opentelemetry.sdk.trace import TracerProvider
 
+from .._api import publish
 from ..errors import ConfigError
 from . import _lifecycle as lifecycle
 from . import _metrics as metrics
@@ -190,3 +191,6 @@ def _install(config: ChronicleConfig) -> None:
 def _current_stats() -> ChronicleStats | None:
     config = DEFAULT.config
     return config.stats() if config is not None else None
+
+
+publish(__name__, globals())

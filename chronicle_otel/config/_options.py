@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from .._api import publish
 from .._internal.buffer import DEFAULT_MAX_BYTES
 from ..redact import Redactor
 
@@ -146,3 +147,6 @@ class RedactionOptions:
             value = getattr(self, name)
             if not isinstance(value, (str, bytes, tuple)) and isinstance(value, Sequence):
                 object.__setattr__(self, name, tuple(value))
+
+
+publish(__name__, globals())

@@ -20,6 +20,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.trace import StatusCode
 
 from .. import semconv
+from .._api import publish
 from .._internal.buffer import PayloadBuffer
 from .._internal.errors import handle_internal_errors, warn_once
 from ..config.params import STORE_KEEP, resolve
@@ -513,3 +514,6 @@ def _attributes_size(attributes: Mapping[str, Any] | None) -> int:
         elif isinstance(value, Sequence):
             size += sum(len(item) + 8 if isinstance(item, str) else 16 for item in value)
     return size
+
+
+publish(__name__, globals())

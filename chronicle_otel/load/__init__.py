@@ -57,6 +57,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from .._api import publish
 from .._internal.gc_pause import gc_paused
 from ..environment_variables import CHRONICLE_PAYLOADS
 from ..errors import TraceLoadError
@@ -321,3 +322,6 @@ def _payload_store(
         else:
             raise TraceLoadError(f"store= is not a payload store: {type(item).__name__}", expected="get_payload()")
     return chain
+
+
+publish(__name__, globals())

@@ -7,6 +7,7 @@ import os
 from typing import Final
 
 from .. import environment_variables as env
+from .._api import publish
 from ..errors import ConfigError
 
 MIB: Final = 1 << 20
@@ -83,3 +84,5 @@ _ENV: Final = (
 
 ENV_VARS: Final = {name: var for name, var, _ in _ENV}
 """The environment variable of each limit, for error messages."""
+
+publish(__name__, globals())

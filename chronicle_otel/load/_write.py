@@ -10,6 +10,7 @@ from typing import Any
 import orjson
 
 from .. import semconv
+from .._api import publish
 from .._internal.gc_pause import gc_paused
 from ..model import Trace
 
@@ -62,3 +63,6 @@ def write_trace(trace: Trace, path: str | os.PathLike[str]) -> Path:
     tmp.write_bytes(gzip.compress(data, compresslevel=6) if target.suffix == ".gz" else data)
     os.replace(tmp, target)
     return target
+
+
+publish(__name__, globals())

@@ -47,6 +47,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar, overload
 
+from .._api import publish
 from .._internal import boundary_factory
 from .._internal.boundary_factory import BoundaryDecorator
 from ..config import ChronicleConfig
@@ -132,3 +133,5 @@ def boundary(
 
 
 boundary_factory.provide(boundary)  # ChronicleConfig.boundary() reaches the decorator through this registry
+
+publish(__name__, globals())

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 from opentelemetry import context as context_api
 
+from .._api import publish
 from .._internal import hooks
 from ..config import ChronicleConfig
 from ._recording import Call, begin
@@ -113,3 +114,6 @@ class call:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.__exit__(exc_type, exc, tb)
+
+
+publish(__name__, globals())

@@ -23,6 +23,7 @@ from typing import Any, cast
 
 import wrapt
 
+from .._api import publish
 from ._spec import BoundaryKind, NameOf, Wrapper, checked_attributes, parse_kind, wrap
 from .adapters import Arguments, StreamAdapter
 from .session_attrs import AttributeValue
@@ -160,3 +161,6 @@ def uninstrument(target: Any, path: str) -> bool:
         else:
             setattr(parent, attribute, current.__wrapped__)
     return True
+
+
+publish(__name__, globals())

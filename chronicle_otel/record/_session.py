@@ -30,6 +30,7 @@ from types import MappingProxyType, TracebackType
 from typing import Any, TypeVar
 
 from .. import semconv
+from .._api import publish
 from ..config import get_config
 from ..redact import Redactor
 from .session_attrs import SESSION_ATTRIBUTES, AttributeValue, session_attributes
@@ -113,3 +114,6 @@ class session:
                 return func(*args, **kwargs)
 
         return wrapper  # type: ignore[return-value]
+
+
+publish(__name__, globals())

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import wrapt
 
 from .. import semconv
+from .._api import publish
 from .._internal import hooks
 from .._internal.errors import handle_internal_errors
 from .._internal.hooks import ReplayExtra, Shape
@@ -371,3 +372,6 @@ def wrap(
     wrapped = wrapper_type(func, _wrapper(spec) if name_of is None else _named_wrapper(spec, name_of))
     hooks.register(boundary_name, wrapped)
     return wrapped
+
+
+publish(__name__, globals())

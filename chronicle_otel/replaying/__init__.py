@@ -19,6 +19,8 @@ API:
     :func:`check_selectors`, :func:`resolve_overrides`, :class:`Selection` — what ``stub=``, ``live=`` and
     ``override=`` select in a trace, as a replay decides it (the ``chronicle`` command checks and shows them).
     :func:`diff_lines` — the differences between two payloads, as the report lists them.
+    :func:`find_refusal` — the :class:`~chronicle_otel.NetworkBlockedError` under an exception that wraps it (an
+    HTTP client's connection error, say).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from __future__ import annotations
 from ..load import build_trace
 from ..model import Boundary, Payload, ReplayedError, SpanRecord, Trace, format_key
 from ._matching import check_selectors, resolve_overrides
+from ._netguard import find_refusal
 from ._options import InputMismatch, OnMissing, ReplayOptions
 from ._report import Finding, FindingKind, ReplayReport, diff_lines
 from ._run import ReplayRun, replay
@@ -48,6 +51,7 @@ __all__ = [
     "build_trace",
     "check_selectors",
     "diff_lines",
+    "find_refusal",
     "format_key",
     "replay",
     "resolve_overrides",

@@ -9,6 +9,7 @@ from typing import Any
 
 import orjson
 
+from .._api import publish
 from .._assembled import assemble, diff_messages
 from ..codec import upgrade_encoding
 from ..errors import CodecError
@@ -247,3 +248,6 @@ class ReplayReport:
                 lines.append(f"{title}:")
                 lines.extend("  " + str(f).replace("\n", "\n  ") for f in findings)
         return "\n".join(lines)
+
+
+publish(__name__, globals())

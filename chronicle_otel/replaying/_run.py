@@ -21,6 +21,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
+from .._api import publish
 from .._internal import hooks
 from .._internal.hooks import BoundarySpec
 from .._internal.streams import StreamDriver
@@ -380,3 +381,6 @@ def replay(
         override=override if override is not None else {},
     )
     return ReplayRun(trace, options)
+
+
+publish(__name__, globals())

@@ -40,6 +40,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from .._api import publish
 from .._internal.digest import payload_digest
 from .._internal.errors import logger
 from ..config.params import STORE_COMPRESS, resolve
@@ -721,3 +722,6 @@ def _writable(path: os.PathLike[str]) -> bool:
             if os.path.exists(target) and not os.access(target, os.W_OK):
                 return False
     return True
+
+
+publish(__name__, globals())

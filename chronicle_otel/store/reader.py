@@ -47,6 +47,7 @@ from typing import Any, Final
 import orjson
 
 from .. import environment_variables as env
+from .._api import publish
 from ..errors import StoreError
 from ._compression import inflate
 
@@ -667,3 +668,6 @@ def _objects(value: Any, path: Path) -> list[dict[str, Any]]:
     if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
         raise StoreError("a stored line is not an OTLP/JSON request", path)
     return value
+
+
+publish(__name__, globals())
