@@ -11,7 +11,7 @@ from .._internal.names import qualified_name
 from ..codec import encode, same_encoding
 from ..errors import ReplayError
 from ..model import Boundary
-from ..record._payloads import encode_stream, item_snapshot
+from ..record.extension import encode_stream, item_snapshot
 from ..redact import Redactor, error_secrets, scrub_text
 from ._report import Finding, FindingKind, diff_lines
 

@@ -16,7 +16,7 @@ from .._internal.hooks import BoundarySpec
 from ..config import get_config
 from ..errors import NetworkBlockedError, ReplayDivergence
 from ..model import Boundary, CallKey, Trace
-from ..record._session import current_session
+from ..record.extension import current_session
 from ._matching import Recordings
 from ._options import InputMismatch
 from ._report import Finding, FindingKind, ReplayReport, diff_lines

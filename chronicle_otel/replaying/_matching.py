@@ -14,7 +14,7 @@ from .._internal.gc_pause import gc_paused
 from ..codec import same_encoding
 from ..errors import ConfigError
 from ..model import Boundary, CallKey, Payload, Trace, format_key
-from ..record._spec import BoundaryKind
+from ..record.extension import BoundaryKind
 from ._report import Finding, FindingKind
 
 _MAX_LISTED = 20

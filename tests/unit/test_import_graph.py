@@ -320,12 +320,7 @@ def private_imports_in(source: str, name: str, package: str) -> set[str]:
 
 
 # Today's imports of another subpackage's private modules, and why they remain (issue 27 removes them).
-PRIVATE_IMPORT_EXCEPTIONS = {
-    # Replay reads what recording wrote with recording's own code (payload encoding, the spec's kinds, the session).
-    ("chronicle_otel.replaying._compare", "chronicle_otel.record._payloads"),
-    ("chronicle_otel.replaying._ledger", "chronicle_otel.record._session"),
-    ("chronicle_otel.replaying._matching", "chronicle_otel.record._spec"),
-}
+PRIVATE_IMPORT_EXCEPTIONS: set[tuple[str, str]] = set()
 
 
 def test_no_module_imports_another_subpackages_private_names() -> None:
