@@ -22,8 +22,8 @@ from chronicle_otel.integrations import openai as chronicle_openai
 from chronicle_otel.replaying._report import diff_lines, short_repr
 from tests.conftest import Recorder
 from tests.llm_servers import LLMServer, Reply, openai_server
-from tests.unit._cli_agents import run
-from tests.unit.test_codec_compact import (
+from tests.unit.cli.command import run
+from tests.unit.codec.test_compact import (
     ARGS,
     TEXT,
     _route,

@@ -275,7 +275,7 @@ def test_spans_of_a_normal_run_are_flushed_at_exit(tmp_path: Path) -> None:
         "def last(): return 1\n"
         "for _ in range(7): last()\n"
     )
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[2])
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[3])
     with contextlib.closing(chronicle.LocalStore(tmp_path / "exit")) as store:
         assert len(store.list_traces()) == 7
 
