@@ -2,8 +2,8 @@
 
 Each function checks the exact SDK types and the shape of the private fields it uses, and otherwise takes the public
 API (or leaves the span as it is), so an SDK release that changes its internals costs speed, not correctness. Its
-tests (``test_span_attrs.py``, ``test_batch_shed.py``, ``test_call_path.py``) and recording's run against the newest
-SDK release in ``make test-newest-sdk``, which CI runs.
+tests (``tests/unit/_internal/test_compat.py``, ``export/test_batch_shed.py``, ``record/test_call_path.py``) and
+recording's run against the newest SDK release in ``make test-newest-sdk``, which CI runs.
 
 * :func:`set_clean_attributes` and :func:`attribute_blind`: a finished call's attributes set on an SDK span in one
   step. ``Span.set_attributes`` cleans every value again (type checks, sequence copies, one lock round per key):

@@ -9,10 +9,8 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-import openai
 import orjson
 import pytest
-from langchain_core.messages import AIMessageChunk
 
 import chronicle_otel as chronicle
 from chronicle_otel._assembled import Assembled, ToolCall, assemble, diff_messages
@@ -22,8 +20,8 @@ from chronicle_otel.integrations import openai as chronicle_openai
 from chronicle_otel.replaying._report import diff_lines, short_repr
 from tests.conftest import Recorder
 from tests.llm_servers import LLMServer, Reply, openai_server
-from tests.unit._cli_agents import run
-from tests.unit.test_codec_compact import (
+from tests.unit.cli.command import run
+from tests.unit.codec.test_compact import (
     ARGS,
     TEXT,
     _route,
@@ -91,6 +89,8 @@ def test_plain_wire_json_assembles_too(wire: list[dict[str, Any]]) -> None:
 
 
 def test_langgraph_message_pairs_and_plain_strings() -> None:
+    from langchain_core.messages import AIMessageChunk
+
     pairs = [(AIMessageChunk(content=piece, id="run-1"), {"langgraph_node": "agent"}) for piece in ("Sel", "ling")]
     message = assemble(pairs)
     assert message is not None and message.kind == "langchain" and message.text == "Selling"
@@ -172,6 +172,7 @@ def place_order(symbol: str, quantity: int, **rest: Any) -> dict[str, Any]:
 
 @chronicle.boundary(kind="agent", name="asm.agent")
 def agent(url: str) -> dict[str, Any]:
+    import openai
     from openai.lib.streaming.chat import ChatCompletionStreamState
 
     client = openai.OpenAI(base_url=url + "/v1", api_key="sk-test-key", max_retries=0)
@@ -343,6 +344,8 @@ def test_report_lines_of_streams(streams: dict[str, list[Any]]) -> None:
 
 def test_the_realistic_stream_shows_in_a_few_lines(recorder: Recorder, instrumented: None) -> None:
     """The lines ``chronicle show --full`` prints for a 20-chunk streamed tool call: the message, then the items."""
+    import openai
+
     wire = {"gpt-4.1": chat_chunks(True)}
     with LLMServer({"/v1/chat/completions": _route(wire, chat=True)}, lambda m: {"error": m}) as server:
         client = openai.OpenAI(base_url=server.url + "/v1", api_key="sk-test", max_retries=0)
@@ -457,6 +460,8 @@ def test_an_anthropic_stream_overridden_with_a_message(recorder: Recorder) -> No
 
 @chronicle.boundary(kind="agent", name="asm.responder")
 def responder(url: str) -> dict[str, Any]:
+    import openai
+
     client = openai.OpenAI(base_url=url + "/v1", api_key="sk-test", max_retries=0)
     try:
         events = list(client.responses.create(model="gpt-test", input="sell", stream=True))

@@ -10,13 +10,17 @@ The clients point at the local servers of ``tests.llm_servers``.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import anthropic
-import openai
 from pydantic import BaseModel
 
 import chronicle_otel as chronicle
+
+# The SDKs are imported where they are used, not when pytest collects this module: importing anthropic
+# alone takes about two seconds.
+if TYPE_CHECKING:
+    import anthropic
+    import openai
 
 LIMIT: dict[str, int | None] = {"max_shares": None}
 """The guardrail: None while recording (the bug), a number once fixed."""
@@ -42,6 +46,9 @@ def place_order(order: Order) -> dict[str, Any]:
 
 
 def _clients(openai_url: str, anthropic_url: str) -> tuple[openai.OpenAI, anthropic.Anthropic]:
+    import anthropic
+    import openai
+
     return (
         openai.OpenAI(base_url=f"{openai_url}/v1", api_key="sk-test-openai-key", max_retries=0),
         anthropic.Anthropic(base_url=anthropic_url, api_key="sk-ant-test-key", max_retries=0),
@@ -96,6 +103,9 @@ def run_agent(request: str, openai_url: str, anthropic_url: str) -> dict[str, An
 @chronicle.boundary(kind="agent", name="sdk_agent.arun")
 async def arun_agent(request: str, openai_url: str, anthropic_url: str) -> dict[str, Any]:
     """One run of the agent with the async clients."""
+    import anthropic
+    import openai
+
     oa = openai.AsyncOpenAI(base_url=f"{openai_url}/v1", api_key="sk-test-openai-key", max_retries=0)
     an = anthropic.AsyncAnthropic(base_url=anthropic_url, api_key="sk-ant-test-key", max_retries=0)
     messages = [{"role": "user", "content": request}]

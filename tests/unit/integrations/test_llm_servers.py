@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import anthropic
-import openai
 import pydantic
 import pytest
 
 from tests.llm_servers import LLMServer, Reply, anthropic_server, openai_server
+
+# The SDKs are imported where they are used, not when pytest collects this module: importing anthropic
+# alone takes about two seconds.
+if TYPE_CHECKING:
+    import anthropic
+    import openai
 
 PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
 MESSAGES: Any = [{"role": "user", "content": "What is the weather?"}]
@@ -39,6 +43,8 @@ def claude_server() -> Iterator[LLMServer]:
 
 @pytest.fixture
 def oai(oai_server: LLMServer) -> Iterator[openai.OpenAI]:
+    import openai
+
     client = openai.OpenAI(base_url=oai_server.url + "/v1", api_key="test-key", max_retries=0)
     yield client
     client.close()
@@ -46,6 +52,8 @@ def oai(oai_server: LLMServer) -> Iterator[openai.OpenAI]:
 
 @pytest.fixture
 async def async_oai(oai_server: LLMServer) -> AsyncIterator[openai.AsyncOpenAI]:
+    import openai
+
     client = openai.AsyncOpenAI(base_url=oai_server.url + "/v1", api_key="test-key", max_retries=0)
     yield client
     await client.close()
@@ -53,6 +61,8 @@ async def async_oai(oai_server: LLMServer) -> AsyncIterator[openai.AsyncOpenAI]:
 
 @pytest.fixture
 def claude(claude_server: LLMServer) -> Iterator[anthropic.Anthropic]:
+    import anthropic
+
     client = anthropic.Anthropic(base_url=claude_server.url, api_key="test-key", max_retries=0)
     yield client
     client.close()
@@ -60,6 +70,8 @@ def claude(claude_server: LLMServer) -> Iterator[anthropic.Anthropic]:
 
 @pytest.fixture
 async def async_claude(claude_server: LLMServer) -> AsyncIterator[anthropic.AsyncAnthropic]:
+    import anthropic
+
     client = anthropic.AsyncAnthropic(base_url=claude_server.url, api_key="test-key", max_retries=0)
     yield client
     await client.close()
@@ -378,6 +390,9 @@ async def test_async_message_stream(claude_server: LLMServer, async_claude: anth
 def test_unknown_route_answers_404_in_the_provider_shape(
     oai_server: LLMServer, oai: openai.OpenAI, claude_server: LLMServer, claude: anthropic.Anthropic
 ) -> None:
+    import anthropic
+    import openai
+
     with pytest.raises(openai.NotFoundError) as openai_error:
         oai.embeddings.create(model="embed-test", input="hi")
     with pytest.raises(anthropic.NotFoundError) as anthropic_error:
@@ -408,6 +423,8 @@ def test_replies_are_used_in_order_then_the_default(oai_server: LLMServer, oai: 
 
 
 def test_close_drops_an_idle_keep_alive_connection() -> None:
+    import openai
+
     server = openai_server()
     client = openai.OpenAI(base_url=server.url + "/v1", api_key="test-key", max_retries=0)
     try:

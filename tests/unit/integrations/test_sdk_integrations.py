@@ -8,10 +8,8 @@ import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import anthropic
-import openai
 import pytest
 
 import chronicle_otel as chronicle
@@ -22,6 +20,11 @@ from chronicle_otel.model import Trace
 from tests.conftest import Recorder
 from tests.llm_servers import LLMServer, Reply, anthropic_server, openai_server
 from tests.unit.integrations import sdk_agent
+
+# The SDKs are imported where they are used, not when pytest collects this module: importing anthropic
+# alone takes about two seconds.
+if TYPE_CHECKING:
+    import openai
 
 OPENAI_CALLS = 5  # chat plain, chat stream, parse, responses plain, responses stream
 ANTHROPIC_CALLS = 3  # create, create(stream=True), stream(...)
@@ -206,6 +209,9 @@ def test_the_async_clients_record_and_replay(
 def test_replayed_streams_have_the_sdk_interface(
     recorder: Recorder, servers: tuple[LLMServer, LLMServer], instrumented: None
 ) -> None:
+    import anthropic
+    import openai
+
     oa, an = servers
     _, trace = _record_sync(recorder, oa, an)
     seen: dict[str, Any] = {}
@@ -255,6 +261,8 @@ def test_replayed_streams_have_the_sdk_interface(
 def test_a_stream_stopped_early_is_recorded_as_abandoned_with_what_was_read(
     recorder: Recorder, servers: tuple[LLMServer, LLMServer], instrumented: None
 ) -> None:
+    import openai
+
     oa, _ = servers
     oa.reply_with(Reply("one two three"), Reply("four five six"))
     client = openai.OpenAI(base_url=f"{oa.url}/v1", api_key="k", max_retries=0)
@@ -278,6 +286,8 @@ def test_a_stream_stopped_early_is_recorded_as_abandoned_with_what_was_read(
 def test_an_sdk_error_is_recorded_and_replayed(
     recorder: Recorder, servers: tuple[LLMServer, LLMServer], instrumented: None
 ) -> None:
+    import openai
+
     oa, _ = servers
 
     @chronicle.boundary(kind="agent", name="sdk_agent.failing")
@@ -322,6 +332,8 @@ def test_uninstrument_restores_the_sdk_methods() -> None:
 def test_the_openai_stream_helpers_are_recorded_through_create(
     recorder: Recorder, servers: tuple[LLMServer, LLMServer], instrumented: None
 ) -> None:
+    import openai
+
     oa, _ = servers
 
     @chronicle.boundary(kind="agent", name="sdk_agent.helpers")
@@ -363,6 +375,8 @@ def test_the_openai_stream_helpers_are_recorded_through_create(
 def test_a_failed_messages_stream_request_is_recorded_as_the_error_and_raised_on_entering(
     recorder: Recorder, servers: tuple[LLMServer, LLMServer], instrumented: None
 ) -> None:
+    import anthropic
+
     _, an = servers
 
     @chronicle.boundary(kind="agent", name="sdk_agent.stream_fails")
@@ -389,6 +403,8 @@ def test_a_failed_messages_stream_request_is_recorded_as_the_error_and_raised_on
 def test_reading_further_than_an_abandoned_recording_is_a_divergence(
     recorder: Recorder, servers: tuple[LLMServer, LLMServer], instrumented: None
 ) -> None:
+    import openai
+
     oa, _ = servers
     oa.reply_with(Reply("one two three four five six"))
 
@@ -418,6 +434,7 @@ def test_reading_further_than_an_abandoned_recording_is_a_divergence(
 def test_a_method_instrumented_by_hand_gets_the_integration_settings(
     recorder: Recorder, servers: tuple[LLMServer, LLMServer]
 ) -> None:
+    import openai
     from openai.resources.chat.completions import Completions
 
     chronicle.instrument(Completions, "create", kind="llm")
@@ -439,6 +456,9 @@ def test_a_method_instrumented_by_hand_gets_the_integration_settings(
 def test_replayed_models_keep_which_fields_were_set_aliases_and_generic_parameters(
     recorder: Recorder, servers: tuple[LLMServer, LLMServer], instrumented: None
 ) -> None:
+    import anthropic
+    import openai
+
     oa, an = servers
     order = sdk_agent.order_json(7)
     oa.reply_with(
@@ -492,6 +512,8 @@ def _stream_plan(client: openai.OpenAI, request: str) -> Any:
 def test_a_boundary_that_returns_the_sdk_stream_records_and_replays_it_as_a_stream(
     recorder: Recorder, servers: tuple[LLMServer, LLMServer], instrumented: None
 ) -> None:
+    import openai
+
     oa, _ = servers
     oa.reply_with(Reply("Sell 5 shares."))
 

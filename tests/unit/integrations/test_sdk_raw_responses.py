@@ -12,14 +12,9 @@ import logging
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import anthropic
-import openai
 import pytest
-from openai._legacy_response import LegacyAPIResponse
-from openai.types.chat import ChatCompletion, ChatCompletionChunk, ParsedChatCompletion
-from openai.types.responses import ParsedResponse, Response
 
 import chronicle_otel as chronicle
 from chronicle_otel import ReplayDivergence
@@ -31,6 +26,12 @@ from tests import llm_servers
 from tests.conftest import Recorder
 from tests.llm_servers import LLMServer, Reply, anthropic_server, openai_server
 from tests.unit.integrations.sdk_agent import Order
+
+# The SDKs are imported where they are used, not when pytest collects this module: importing anthropic
+# alone takes about two seconds.
+if TYPE_CHECKING:
+    import anthropic
+    import openai
 
 MESSAGES = [{"role": "user", "content": "sell $1,000 of MSFT"}]
 SECRET_HEADER_VALUE = "sk-proj-" + "a1B2c3D4e5F6g7H8i9J0" * 2
@@ -111,6 +112,9 @@ def _seen(label: str, response: Any, parsed: Any) -> dict[str, Any]:
 
 
 def _clients(openai_url: str, anthropic_url: str) -> tuple[openai.OpenAI, anthropic.Anthropic]:
+    import anthropic
+    import openai
+
     return (
         openai.OpenAI(base_url=f"{openai_url}/v1", api_key="sk-test-openai-key", max_retries=0),
         anthropic.Anthropic(base_url=anthropic_url, api_key="sk-ant-test-key", max_retries=0),
@@ -120,6 +124,9 @@ def _clients(openai_url: str, anthropic_url: str) -> tuple[openai.OpenAI, anthro
 @chronicle.boundary(kind="agent", name="raw_agent.run")
 def run_agent(openai_url: str, anthropic_url: str) -> dict[str, Any]:
     """Every raw and streaming-response call of the sync clients, plain and ``stream=True``."""
+    import anthropic
+    from openai.types.responses import ParsedResponse
+
     oa, an = _clients(openai_url, anthropic_url)
     seen: list[dict[str, Any]] = []
     try:
@@ -195,6 +202,9 @@ SYNC_NAMES = [
 @chronicle.boundary(kind="agent", name="raw_agent.arun")
 async def arun_agent(openai_url: str, anthropic_url: str) -> dict[str, Any]:
     """Every raw and streaming-response call of the async clients, plain and ``stream=True``."""
+    import anthropic
+    import openai
+
     oa = openai.AsyncOpenAI(base_url=f"{openai_url}/v1", api_key="sk-test-openai-key", max_retries=0)
     an = anthropic.AsyncAnthropic(base_url=anthropic_url, api_key="sk-ant-test-key", max_retries=0)
     seen: list[dict[str, Any]] = []
@@ -254,6 +264,10 @@ def _no_placeholders(recorder: Recorder, trace: Trace) -> None:
 
 def _typed(seen: list[dict[str, Any]]) -> None:
     """Each ``.parse()`` gave the SDK's own types."""
+    import anthropic
+    from openai.types.chat import ChatCompletion, ChatCompletionChunk, ParsedChatCompletion
+    from openai.types.responses import Response
+
     classes = {
         "chat": ChatCompletion,
         "responses": Response,
@@ -286,6 +300,10 @@ def _record(recorder: Recorder, oa: LLMServer, an: LLMServer) -> tuple[dict[str,
 def test_raw_and_streaming_responses_record_typed_and_replay_offline(
     recorder: Recorder, servers: tuple[LLMServer, LLMServer], instrumented: None
 ) -> None:
+    import anthropic
+    import openai
+    from openai._legacy_response import LegacyAPIResponse
+
     oa, an = servers
     recorded, trace = _record(recorder, oa, an)
     assert recorded["result"]["status"] == "filled"  # the incident: 1,000 shares
@@ -332,6 +350,9 @@ def test_raw_and_streaming_responses_record_typed_and_replay_offline(
 def test_the_async_clients_record_and_replay(
     recorder: Recorder, servers: tuple[LLMServer, LLMServer], instrumented: None
 ) -> None:
+    import anthropic
+    import openai
+
     oa, an = servers
     RESPONSES.clear()
     recorded = asyncio.run(arun_agent(oa.url, an.url))
@@ -411,6 +432,9 @@ def test_the_langchain_call_sequence_replays(
 def test_a_raw_recording_answers_a_plain_call_and_a_plain_stream_answers_a_raw_call(
     recorder: Recorder, servers: tuple[LLMServer, LLMServer], instrumented: None
 ) -> None:
+    import openai
+    from openai.types.chat import ChatCompletion
+
     oa, _ = servers
     mode = {"raw": True}
 
@@ -443,6 +467,8 @@ def test_a_raw_recording_answers_a_plain_call_and_a_plain_stream_answers_a_raw_c
 def test_the_span_of_a_streaming_response_ends_when_its_block_closes(
     recorder: Recorder, servers: tuple[LLMServer, LLMServer], instrumented: None
 ) -> None:
+    import openai
+
     oa, _ = servers
     client = openai.OpenAI(base_url=f"{oa.url}/v1", api_key="k", max_retries=0)
     try:
@@ -472,6 +498,8 @@ def test_the_span_of_a_streaming_response_ends_when_its_block_closes(
 def test_a_body_read_without_parse_is_said_and_replays_as_a_divergence(
     recorder: Recorder, servers: tuple[LLMServer, LLMServer], instrumented: None, caplog: pytest.LogCaptureFixture
 ) -> None:
+    import openai
+
     oa, _ = servers
 
     @chronicle.boundary(kind="agent", name="raw_agent.lines")
@@ -630,6 +658,8 @@ def test_the_agents_sdk_streamed_run_recorded_through_the_sdk_replays_offline(
 @chronicle.boundary(kind="llm", name="raw_agent.call_model")
 def call_model(url: str, stream: bool) -> Any:
     """A helper of the user's that returns the raw response (to read its headers), a boundary of its own."""
+    import openai
+
     client = openai.OpenAI(base_url=f"{url}/v1", api_key="k", max_retries=0)
     CLIENTS.append(client)
     return client.chat.completions.with_raw_response.create(model="m", messages=MESSAGES, stream=stream)
@@ -675,6 +705,8 @@ def test_a_boundary_that_returns_the_raw_response_records_and_replays_it(
 def test_an_error_status_raised_through_the_raw_wrapper_replays(
     recorder: Recorder, servers: tuple[LLMServer, LLMServer], instrumented: None
 ) -> None:
+    import openai
+
     oa, _ = servers
 
     @chronicle.boundary(kind="agent", name="raw_agent.failing")

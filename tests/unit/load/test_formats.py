@@ -15,8 +15,6 @@ import pytest
 import zstandard
 from google.protobuf.json_format import MessageToDict
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-from opentelemetry.exporter.zipkin.json.v2 import JsonV2Encoder
-from opentelemetry.exporter.zipkin.node_endpoint import NodeEndpoint
 from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 from opentelemetry.sdk.trace import ReadableSpan
 
@@ -148,6 +146,15 @@ def test_tempo_v1_and_v2(recorded: Any, tmp_path: Path) -> None:
     assert "SPAN_KIND_INTERNAL" in (tmp_path / "v2.json").read_text()
 
 
+def zipkin_v2(spans: list[ReadableSpan]) -> str:
+    """Spans as OpenTelemetry's Zipkin v2 JSON exporter writes them (imported here, not when the module is
+    collected: it imports requests, a tenth of a second)."""
+    from opentelemetry.exporter.zipkin.json.v2 import JsonV2Encoder
+    from opentelemetry.exporter.zipkin.node_endpoint import NodeEndpoint
+
+    return JsonV2Encoder().serialize(spans, NodeEndpoint())
+
+
 def jaeger_trace(spans: list[ReadableSpan], *, short_ids: bool = False) -> dict[str, Any]:
     """Spans in Jaeger's v1 JSON model, as the OTLP -> Jaeger translation writes them."""
 
@@ -235,7 +242,7 @@ def test_jaeger_v3_api(recorded: Any, tmp_path: Path) -> None:
 
 def test_zipkin_v2_from_the_real_encoder(recorded: Any, tmp_path: Path) -> None:
     rec, spans, expected = recorded
-    body = JsonV2Encoder().serialize(spans, NodeEndpoint())  # tag values cut to 128 characters, all strings
+    body = zipkin_v2(spans)  # tag values cut to 128 characters, all strings
     (tmp_path / "zipkin.json").write_text(body)
     trace = chronicle.load_trace(tmp_path / "zipkin.json", store=rec.store)
     check(trace, expected, times_us=True)
@@ -340,7 +347,7 @@ def backend(recorded: Any) -> Iterator[tuple[str, chronicle.Trace, Recorder]]:
         f"/api/traces/{tid}": {"data": [jaeger_trace(spans)]},
         f"/api/v3/traces/{tid}": {"result": otlp},
         f"/api/v2/traces/{tid}": {"trace": otlp},
-        f"/api/v2/trace/{tid}": json.loads(JsonV2Encoder().serialize(spans, NodeEndpoint())),
+        f"/api/v2/trace/{tid}": json.loads(zipkin_v2(spans)),
     }
 
     def route(path: str) -> tuple[int, Any]:

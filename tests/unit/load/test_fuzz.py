@@ -37,8 +37,6 @@ import pytest
 import zstandard
 from google.protobuf.json_format import MessageToDict, ParseDict
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-from opentelemetry.exporter.zipkin.json.v2 import JsonV2Encoder
-from opentelemetry.exporter.zipkin.node_endpoint import NodeEndpoint
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 from opentelemetry.sdk.trace import ReadableSpan
@@ -47,7 +45,7 @@ import chronicle_otel as chronicle
 from chronicle_otel.errors import ChronicleError
 from chronicle_otel.store import payload_digest
 from tests.conftest import make_recorder
-from tests.unit.load.test_formats import jaeger_trace
+from tests.unit.load.test_formats import jaeger_trace, zipkin_v2
 
 SEED = int(os.environ.get("CHRONICLE_FUZZ_SEED") or dt.date.today().strftime("%Y%m%d"))
 CASES = int(os.environ.get("CHRONICLE_FUZZ_CASES") or 5000)
@@ -161,7 +159,7 @@ def seeds(tmp_path: Path) -> Seeds:
         "jaeger-v3": orjson.dumps({"result": otlp}),
         "tempo-v1": orjson.dumps({"batches": otlp["resourceSpans"]}),
         "tempo-v2": orjson.dumps({"trace": MessageToDict(traces_data), "status": "complete"}),
-        "zipkin-v2": JsonV2Encoder().serialize(spans, NodeEndpoint()).encode(),
+        "zipkin-v2": zipkin_v2(spans).encode(),
         "phoenix": orjson.dumps(_phoenix(spans)),
     }
     rec.store.close()

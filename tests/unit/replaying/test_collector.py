@@ -16,7 +16,7 @@ import chronicle_otel as chronicle
 from chronicle_otel._internal import hooks
 from chronicle_otel._internal.gc_pause import gc_paused
 from tests.conftest import make_recorder
-from tests.unit.replaying.helpers import record
+from tests.unit.agents import record
 
 DEFAULT = (700, 10, 10)
 

@@ -17,8 +17,7 @@ import chronicle_otel as chronicle
 from chronicle_otel.config import is_isolated, isolated
 from chronicle_otel.store import StoreReader
 from tests.conftest import Recorder
-from tests.unit.replaying.helpers import record
-from tests.unit.replaying.test_replay import agent
+from tests.unit.agents import agent, record
 
 
 class Listener:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import chronicle_otel as chronicle
 from tests.conftest import Recorder
-from tests.unit.replaying.helpers import record
+from tests.unit.agents import record
 
 ORDER: list[str] = []  # set while replaying: the prompts in another order
 ASKED: list[str] = []  # the calls that ran (recording only: replayed calls are stubbed)

@@ -12,35 +12,11 @@ import chronicle_otel as chronicle
 from chronicle_otel import semconv as sc
 from chronicle_otel.replaying import ReplayedError
 from tests.conftest import Recorder, make_recorder
-from tests.unit.replaying.helpers import record
-
-CALLS = {"llm": 0}
-
-
-@dataclasses.dataclass(frozen=True)
-class Order:
-    symbol: str
-    qty: int
+from tests.unit.agents import CALLS, Order, agent, llm, record, tool
 
 
 class BrokerError(Exception):
     pass
-
-
-@chronicle.boundary(kind="llm", name="t.llm")
-def llm(prompt: str) -> Order:
-    CALLS["llm"] += 1
-    return Order("MSFT", 1000 if "$" in prompt else len(prompt))
-
-
-@chronicle.boundary(kind="tool", name="t.tool")
-def tool(order: Order) -> str:
-    return f"sold {order.qty} {order.symbol}"
-
-
-@chronicle.boundary(kind="agent", name="t.agent")
-def agent(prompt: str) -> str:
-    return tool(llm(prompt))
 
 
 def test_stub_llm_and_rerun_with_zero_model_calls(recorder: Recorder) -> None:
@@ -65,7 +41,7 @@ def test_stub_returns_the_recorded_type_when_allowed(recorder: Recorder) -> None
     with chronicle.replay(trace, allow=[]) as run:
         opaque = run.rerun()
     assert isinstance(opaque, chronicle.codec.UnresolvedObject)
-    assert opaque.class_name == f"{__name__}.Order" and opaque.data == {"symbol": "MSFT", "qty": 1000}
+    assert opaque.class_name == "tests.unit.agents.Order" and opaque.data == {"symbol": "MSFT", "qty": 1000}
     assert run.report.ok
 
 

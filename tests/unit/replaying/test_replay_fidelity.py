@@ -15,7 +15,7 @@ import chronicle_otel as chronicle
 from chronicle_otel.errors import ReplayDivergence, ReplayError
 from chronicle_otel.model import format_key
 from tests.conftest import Recorder
-from tests.unit.replaying.helpers import record
+from tests.unit.agents import record
 
 # ------------------------------------------------------------------ errors rebuilt as raised
 

@@ -11,7 +11,7 @@ import chronicle_otel as chronicle
 from chronicle_otel import semconv as sc
 from chronicle_otel.redact import REDACTED
 from tests.conftest import make_recorder
-from tests.unit.replaying.helpers import record
+from tests.unit.agents import record
 
 SECRET = "sk-" + "Q" * 40
 

@@ -20,7 +20,7 @@ import chronicle_otel as chronicle
 from chronicle_otel.codec import UnresolvedObject
 from chronicle_otel.errors import ConfigError, ReplayDivergence, ReplayError
 from tests.conftest import Recorder
-from tests.unit.replaying.helpers import record
+from tests.unit.agents import record
 
 CALLS = {"llm": 0}
 

@@ -12,7 +12,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.id_generator import IdGenerator
 
 import chronicle_otel as chronicle
-from tests.unit.test_codec import values
+from tests.unit.codec.test_encode_decode import values
 
 
 class CountingIds(IdGenerator):

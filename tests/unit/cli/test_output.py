@@ -15,9 +15,10 @@ import pytest
 import chronicle_otel as chronicle
 from chronicle_otel.cli import _commands, _output
 from tests.conftest import Recorder
-from tests.unit._cli_agents import TTY, record, run
+from tests.unit.agents import record_support
+from tests.unit.cli.command import TTY, run
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 @chronicle.boundary(kind="tool", name="pipe.step")
@@ -83,7 +84,7 @@ def test_head_one_reads_a_line_and_the_command_ends_quietly(big_store: str) -> N
 
 
 def test_the_python_api_caller_sees_the_broken_pipe_as_an_exit_status(recorder: Recorder) -> None:
-    record(recorder, "refund")
+    record_support(recorder, "refund")
 
     class Closed(io.StringIO):
         def write(self, text: str) -> int:
@@ -93,7 +94,7 @@ def test_the_python_api_caller_sees_the_broken_pipe_as_an_exit_status(recorder: 
 
 
 def test_progress_only_on_a_terminal(recorder: Recorder, monkeypatch: pytest.MonkeyPatch) -> None:
-    record(recorder, "refund")
+    record_support(recorder, "refund")
     tty = TTY()
     monkeypatch.setattr(sys, "stderr", tty)
     out = io.StringIO()
@@ -109,7 +110,7 @@ def test_progress_only_on_a_terminal(recorder: Recorder, monkeypatch: pytest.Mon
 
 
 def test_pull_says_what_it_wrote_and_gives_json_on_request(recorder: Recorder, tmp_path: Path) -> None:
-    tid = record(recorder, "refund")
+    tid = record_support(recorder, "refund")
     source = chronicle.write_trace(chronicle.load_trace(recorder.store, tid), tmp_path / "incident.jsonl")
     code, out, err = run("pull", tid, "--from", str(source), "-o", str(tmp_path / "p.jsonl"))
     assert code == 0
@@ -123,7 +124,7 @@ def test_pull_says_what_it_wrote_and_gives_json_on_request(recorder: Recorder, t
 def test_pull_draws_its_progress_on_a_terminal(
     recorder: Recorder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    tid = record(recorder, "refund")
+    tid = record_support(recorder, "refund")
     source = chronicle.write_trace(chronicle.load_trace(recorder.store, tid), tmp_path / "incident.jsonl")
     tty = TTY()
     monkeypatch.setattr(sys, "stderr", tty)

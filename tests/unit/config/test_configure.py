@@ -8,8 +8,6 @@ from pathlib import Path
 
 import pytest
 from opentelemetry import trace
-from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -148,15 +146,26 @@ def test_service_name_from_otel_env(
     assert config.tracer_provider.resource.attributes["service.name"] == "from-env"
 
 
+def otlp_exporter(protocol: str) -> type:
+    """The OTLP span exporter class of a protocol, imported when a test asks (not when the module is collected)."""
+    if protocol == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
+
+        return GrpcExporter
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
+
+    return HttpExporter
+
+
 @pytest.mark.parametrize(
-    ("env", "exporter_type"),
+    ("env", "protocol"),
     [
-        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"}, HttpExporter),
-        ({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://127.0.0.1:9/v1/traces"}, HttpExporter),
-        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, GrpcExporter),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"}, "http"),
+        ({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://127.0.0.1:9/v1/traces"}, "http"),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, "grpc"),
         (
             {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "grpc"},
-            GrpcExporter,
+            "grpc",
         ),
     ],
 )
@@ -165,13 +174,13 @@ def test_adds_otlp_when_the_env_asks(
     fresh_global_provider: None,
     monkeypatch: pytest.MonkeyPatch,
     env: dict[str, str],
-    exporter_type: type,
+    protocol: str,
 ) -> None:
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     config = chronicle.configure(store=simple_store(tmp_path))
     exporters = [getattr(p, "span_exporter", None) or p.exporter for p in config.processors[1:]]  # type: ignore[attr-defined]
-    assert [type(e) for e in exporters] == [exporter_type]
+    assert [type(e) for e in exporters] == [otlp_exporter(protocol)]
 
 
 def test_bad_otlp_protocol(tmp_path: Path, fresh_global_provider: None, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -275,7 +284,7 @@ def test_spans_of_a_normal_run_are_flushed_at_exit(tmp_path: Path) -> None:
         "def last(): return 1\n"
         "for _ in range(7): last()\n"
     )
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[2])
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[3])
     with contextlib.closing(chronicle.LocalStore(tmp_path / "exit")) as store:
         assert len(store.list_traces()) == 7
 

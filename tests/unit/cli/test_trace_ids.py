@@ -10,7 +10,8 @@ import pytest
 import chronicle_otel as chronicle
 from chronicle_otel.errors import TraceLoadError, TraceNotFoundError
 from tests.conftest import Recorder, make_recorder
-from tests.unit._cli_agents import record, run
+from tests.unit.agents import record_support
+from tests.unit.cli.command import run
 
 TWINS = (0x17B55BA4 << 96 | 1, 0x17B55BA4 << 96 | 2, 0x2C000000 << 96 | 3)  # two ids share 8 digits
 
@@ -20,7 +21,7 @@ def twins(recorder: Recorder, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Three recorded runs whose trace ids are chosen: the first two share the prefix 17b55ba4."""
     ids = iter(TWINS)
     monkeypatch.setattr(recorder.provider.id_generator, "generate_trace_id", lambda: next(ids))
-    return [record(recorder, f"refund {i}") for i in range(3)]
+    return [record_support(recorder, f"refund {i}") for i in range(3)]
 
 
 def test_a_unique_prefix_names_its_trace_everywhere(recorder: Recorder, twins: list[str], tmp_path: Path) -> None:
@@ -52,7 +53,7 @@ def test_an_ambiguous_prefix_lists_the_candidates(recorder: Recorder, twins: lis
 
 
 def test_what_is_not_a_trace_id_is_said_so(recorder: Recorder) -> None:
-    record(recorder, "refund")
+    record_support(recorder, "refund")
     for given in ("zz-not-hex", "abc", "latest-ok", "g" * 32, "a" * 33):
         code, _, err = run("show", given, "--store", str(recorder.path))
         assert code == 2, given

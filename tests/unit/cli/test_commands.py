@@ -23,7 +23,7 @@ from chronicle_otel.cli import _commands, _gen_test, main
 from tests.conftest import Recorder
 from tests.json_backend import JsonBackend
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 @chronicle.boundary(kind="llm", name="cli.ask")
@@ -90,7 +90,7 @@ def test_gen_test_writes_a_test_that_runs_as_is(recorder: Recorder, tmp_path: Pa
     }  # nothing of the project is imported at module level: the import runs inside the replay
     (function,) = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
     first, second = function.body[:2]
-    assert isinstance(first, ast.Import) and [a.name for a in first.names] == ["tests.unit.test_cli"]
+    assert isinstance(first, ast.Import) and [a.name for a in first.names] == ["tests.unit.cli.test_commands"]
     assert isinstance(second, ast.Assign) and "chronicle_replay.rerun()" in ast.unparse(second.value)
     assert "    # Imported here, inside the replay: a configure() the module runs on import is isolated" in source
     assert chronicle.load_trace(trace_file).root is not None  # portable: loads without the store

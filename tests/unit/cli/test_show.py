@@ -12,11 +12,12 @@ import pytest
 from chronicle_otel.cli import _render
 from chronicle_otel.codec import encode
 from tests.conftest import Recorder
-from tests.unit._cli_agents import TTY, Channel, Refund, record, run
+from tests.unit.agents import Channel, Refund, record_support
+from tests.unit.cli.command import TTY, run
 
 
 def test_typed_values_render_without_their_type_wrappers(recorder: Recorder) -> None:
-    tid = record(recorder, "refund me big", amount="500", user="bob")
+    tid = record_support(recorder, "refund me big", amount="500", user="bob")
     code, out, err = run("show", tid[:8], "--store", str(recorder.path))
     assert code == 0 and err == ""
     lines = out.splitlines()
@@ -34,7 +35,7 @@ def test_typed_values_render_without_their_type_wrappers(recorder: Recorder) -> 
 
 def test_values_are_cut_unless_full(recorder: Recorder) -> None:
     question = "please " * 40 + "refund\nsecond line of the question, long enough to be shown on its own line"
-    tid = record(recorder, question)
+    tid = record_support(recorder, question)
     _, out, _ = run("show", tid, "--store", str(recorder.path))
     line = next(x for x in out.splitlines() if "in : amount=" in x)
     assert line.endswith("…") and len(line.strip()) <= 100
@@ -46,13 +47,13 @@ def test_values_are_cut_unless_full(recorder: Recorder) -> None:
 
 
 def test_boundary_shows_chosen_calls_whole(recorder: Recorder) -> None:
-    tid = record(recorder, "refund twice", refunds=2)
+    tid = record_support(recorder, "refund twice", refunds=2)
     store = str(recorder.path)
     code, out, _ = run("show", tid, "--store", store, "--boundary", "cli.refund")
     assert code == 0
     assert out.count("tool      cli.refund[") == 2 and "cli.classify" not in out
     assert "cli.support[0] > cli.refund[1]" in out
-    assert "    function tests.unit._cli_agents.refund" in out
+    assert "    function tests.unit.agents.refund" in out
     assert "    input (ok, " in out and "        amount=Decimal('49.99')" in out
     code, out, _ = run("show", tid, "--store", store, "--boundary", "cli.refund[1]", "--boundary", "cli.classify")
     assert "cli.refund[1]" in out and "cli.refund[0]" not in out and "llm       cli.classify[0]" in out
@@ -61,7 +62,7 @@ def test_boundary_shows_chosen_calls_whole(recorder: Recorder) -> None:
 
 
 def test_json_keeps_the_payloads_as_recorded(recorder: Recorder) -> None:
-    tid = record(recorder, "refund me big", amount="500", user="bob")
+    tid = record_support(recorder, "refund me big", amount="500", user="bob")
     code, out, _ = run("show", tid, "--store", str(recorder.path), "--json")
     assert code == 0
     doc = json.loads(out)
@@ -77,7 +78,7 @@ def test_json_keeps_the_payloads_as_recorded(recorder: Recorder) -> None:
 
 
 def test_colours_only_on_a_terminal_without_no_color(recorder: Recorder, monkeypatch: pytest.MonkeyPatch) -> None:
-    tid = record(recorder, "refund me big", amount="500")
+    tid = record_support(recorder, "refund me big", amount="500")
     monkeypatch.delenv("NO_COLOR", raising=False)
     _, plain, _ = run("show", tid, "--store", str(recorder.path))
     assert "\x1b[" not in plain
@@ -94,7 +95,7 @@ def test_colours_only_on_a_terminal_without_no_color(recorder: Recorder, monkeyp
 
 def test_recorded_text_cannot_drive_the_terminal(recorder: Recorder, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("NO_COLOR", raising=False)
-    tid = record(recorder, "refund \x1b[2J\x1b]0;owned\x07 me", user="\x1b[31mred")
+    tid = record_support(recorder, "refund \x1b[2J\x1b]0;owned\x07 me", user="\x1b[31mred")
     for out in (None, TTY()):
         _, text, _ = run("show", tid, "--store", str(recorder.path), "--full", out=out)
         assert "\x1b[2J" not in text and "\x07" not in text and "\x1b[31mred" not in text

@@ -19,7 +19,7 @@ from chronicle_otel.config import _lifecycle as config_lifecycle
 from chronicle_otel.config import _signals as signals
 from chronicle_otel.store import StoreReader
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 PRELUDE = """
 import os, signal, sys

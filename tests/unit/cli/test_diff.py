@@ -9,13 +9,14 @@ import pytest
 
 import chronicle_otel as chronicle
 from tests.conftest import Recorder
-from tests.unit import _cli_agents
-from tests.unit._cli_agents import record, run
+from tests.unit import agents
+from tests.unit.agents import record_support
+from tests.unit.cli.command import run
 
 
 def test_two_traces_changed_added_and_missing(recorder: Recorder) -> None:
-    a = record(recorder, "refund please", refunds=2)
-    b = record(recorder, "refund me now", refunds=1, amount="500")
+    a = record_support(recorder, "refund please", refunds=2)
+    b = record_support(recorder, "refund me now", refunds=1, amount="500")
     code, out, err = run("diff", a[:8], b[:8], "--store", str(recorder.path))
     assert code == 1 and err == ""
     lines = out.splitlines()
@@ -33,17 +34,17 @@ def test_two_traces_changed_added_and_missing(recorder: Recorder) -> None:
 
 
 def test_the_same_trace_is_the_same(recorder: Recorder) -> None:
-    a = record(recorder, "refund please")
+    a = record_support(recorder, "refund please")
     code, out, _ = run("diff", a, a, "--store", str(recorder.path))
     assert code == 0 and out.splitlines()[-1] == "the same: 4 calls the same, 0 changed, 0 added, 0 missing"
 
 
 def test_a_recording_and_its_replay(recorder: Recorder) -> None:
-    recorded = record(recorder, "refund me big", amount="500")
+    recorded = record_support(recorder, "refund me big", amount="500")
     trace = chronicle.load_trace(recorder.store, recorded)
     with (
         chronicle.replay(trace, stub={"kind:llm", "cli.refund"}, isolate=False) as replayed,
-        pytest.raises(_cli_agents.RefundError),
+        pytest.raises(agents.RefundError),
     ):
         replayed.rerun()
     recorder.config.force_flush()
@@ -54,7 +55,7 @@ def test_a_recording_and_its_replay(recorder: Recorder) -> None:
         assert code == 0, out
         assert out.splitlines()[1].endswith(f"replay of {recorded[:8]}")
         assert out.splitlines()[-1].startswith("the same: 4 calls the same")
-    other = record(recorder, "refund please")
+    other = record_support(recorder, "refund please")
     code, out, _ = run("diff", recorded, other, "--store", store, "--json")
     assert code == 1
     doc = json.loads(out)
@@ -68,9 +69,9 @@ def test_a_recording_and_its_replay(recorder: Recorder) -> None:
 
 
 def test_the_changes_of_a_replay_read_recorded_and_now(recorder: Recorder, monkeypatch: pytest.MonkeyPatch) -> None:
-    recorded = record(recorder, "refund please")
+    recorded = record_support(recorder, "refund please")
     trace = chronicle.load_trace(recorder.store, recorded)
-    monkeypatch.setattr(_cli_agents.Refund, "__init__", _note_changed)
+    monkeypatch.setattr(agents.Refund, "__init__", _note_changed)
     with chronicle.replay(trace, stub={"kind:llm"}, isolate=False) as replayed:
         replayed.rerun()
     recorder.config.force_flush()
@@ -79,13 +80,13 @@ def test_the_changes_of_a_replay_read_recorded_and_now(recorder: Recorder, monke
     assert "$.data.note: recorded 'ok' != now 'changed'" in out
 
 
-def _note_changed(self: _cli_agents.Refund, refunded: object, note: str, channel: object = None) -> None:
-    self.refunded, self.note, self.channel = refunded, "changed", channel or _cli_agents.Channel.CHAT  # type: ignore[assignment]
+def _note_changed(self: agents.Refund, refunded: object, note: str, channel: object = None) -> None:
+    self.refunded, self.note, self.channel = refunded, "changed", channel or agents.Channel.CHAT  # type: ignore[assignment]
 
 
 def test_trace_files_compare_too(recorder: Recorder, tmp_path: Path) -> None:
-    a = record(recorder, "refund please")
-    b = record(recorder, "refund please")
+    a = record_support(recorder, "refund please")
+    b = record_support(recorder, "refund please")
     file_a = chronicle.write_trace(chronicle.load_trace(recorder.store, a), tmp_path / "a.jsonl")
     file_b = chronicle.write_trace(chronicle.load_trace(recorder.store, b), tmp_path / "b.jsonl")
     code, out, _ = run("diff", str(file_a), str(file_b), "--store", str(tmp_path / "none"))

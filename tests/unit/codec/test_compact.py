@@ -7,16 +7,12 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator
-from typing import Any, List, Optional  # noqa: UP035 - the typing forms are what SDK annotations use
+from typing import TYPE_CHECKING, Any, List, Optional  # noqa: UP035 - the typing forms are what SDK annotations use
 
-import anthropic
-import openai
 import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from langchain_core.messages import AIMessageChunk
-from langchain_core.messages.tool import tool_call_chunk
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from chronicle_otel import codec
@@ -24,6 +20,11 @@ from chronicle_otel.codec import UnresolvedObject, decode, encode, join_encoded,
 from chronicle_otel.codec._models import _model_slots
 from chronicle_otel.errors import CodecError
 from tests.llm_servers import LLMServer
+
+# The SDKs are imported by the functions that read or build their values, not when pytest collects the module:
+# importing anthropic alone takes about two seconds.
+if TYPE_CHECKING:
+    from langchain_core.messages import AIMessageChunk
 
 HERE = __name__
 SPAN_CAP = 8192
@@ -216,6 +217,9 @@ def message_events(tool: bool, deltas: int = 17) -> list[dict[str, Any]]:
 
 def langchain_chunks(tool: bool) -> list[AIMessageChunk]:
     """What a LangChain chat model streams (``AIMessageChunk``: content, tool call chunks, usage)."""
+    from langchain_core.messages import AIMessageChunk
+    from langchain_core.messages.tool import tool_call_chunk
+
     chunks = []
     if tool:
         first = tool_call_chunk(name="place_order", args="", id="call_Xq7Tb2mN4pL9sK1vR8wYc3Jd", index=0)
@@ -249,6 +253,9 @@ def _route(events: dict[str, list[dict[str, Any]]], chat: bool) -> Any:
 
 def read_streams() -> dict[str, list[Any]]:
     """Every realistic stream, as the real SDK clients read it from a local server (typed, as they made it)."""
+    import anthropic
+    import openai
+
     wire = {
         "chat-tool": chat_chunks(True),
         "chat-text": chat_chunks(False),
@@ -662,7 +669,9 @@ def test_a_model_whose_annotations_are_not_resolved_keeps_its_tags() -> None:
 
 def test_sdk_values_of_another_kind_still_round_trip() -> None:
     """A whole response (not a stream) of each SDK: private attributes and nested unions included."""
-    completion = openai.types.chat.ChatCompletion.construct(
+    from openai.types.chat import ChatCompletion
+
+    completion = ChatCompletion.construct(
         id="chatcmpl-1",
         object="chat.completion",
         created=CREATED,

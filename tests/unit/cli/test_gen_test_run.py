@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Recorder
-from tests.unit._cli_agents import run
+from tests.unit.cli.command import run
 
 APP = """
 import dataclasses
@@ -192,9 +192,9 @@ def test_names_nothing_defines_are_said(recorder: Recorder, project: Path) -> No
 def test_a_recorded_class_outside_the_project_is_not_imported(
     recorder: Recorder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tests.unit._cli_agents import record
+    from tests.unit.agents import record_support
 
-    tid = record(recorder, "refund please")  # its classes live in tests.unit._cli_agents, not in tmp_path
+    tid = record_support(recorder, "refund please")  # its classes live in tests.unit.agents, not in tmp_path
     project = tmp_path / "elsewhere"
     project.mkdir()
     monkeypatch.chdir(project)
@@ -202,9 +202,9 @@ def test_a_recorded_class_outside_the_project_is_not_imported(
     assert code == 0
     assert json.loads(out)["imports"] == []
     assert (
-        "gen-test: --expect uses Refund, recorded as tests.unit._cli_agents.Refund, which gen-test does not import "
+        "gen-test: --expect uses Refund, recorded as tests.unit.agents.Refund, which gen-test does not import "
         "(not a module of this project; an --override runs outside the replay): "
-        "add --import 'from tests.unit._cli_agents import Refund'"
+        "add --import 'from tests.unit.agents import Refund'"
     ) in err
 
 

@@ -19,7 +19,7 @@ from chronicle_otel import semconv as sc
 from chronicle_otel._internal import hooks
 from chronicle_otel._internal.compat import attribute_blind
 from tests.conftest import Recorder, make_recorder
-from tests.unit.replaying.helpers import record
+from tests.unit.agents import record
 
 
 def test_recording_off_calls_through_until_a_replay_starts(recorder: Recorder, tmp_path: Path) -> None:

@@ -11,15 +11,16 @@ import pytest
 
 from chronicle_otel.cli import _list
 from tests.conftest import Recorder, make_recorder
-from tests.unit._cli_agents import record, run
+from tests.unit.agents import record_support
+from tests.unit.cli.command import run
 
 
 @pytest.fixture
 def runs(recorder: Recorder) -> dict[str, str]:
     return {
-        "alice": record(recorder, "I want a refund", user="alice", plan="pro"),
-        "bob": record(recorder, "refund me big", amount="500", user="bob"),
-        "carol": record(recorder, "where is my parcel " + "padding " * 2000 + "NEEDLE-7", user="carol"),
+        "alice": record_support(recorder, "I want a refund", user="alice", plan="pro"),
+        "bob": record_support(recorder, "refund me big", amount="500", user="bob"),
+        "carol": record_support(recorder, "where is my parcel " + "padding " * 2000 + "NEEDLE-7", user="carol"),
     }
 
 

@@ -16,7 +16,7 @@ import chronicle_otel as chronicle
 from chronicle_otel import semconv as sc
 from chronicle_otel._internal.unreplayable import classes_in, remedy
 from tests.conftest import Recorder
-from tests.unit._cli_agents import run
+from tests.unit.cli.command import run
 
 
 class Handle:

@@ -18,7 +18,7 @@ import chronicle_otel as chronicle
 from chronicle_otel.cli import main
 from tests.conftest import Recorder
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 @chronicle.boundary(kind="llm", name="gt.price")

@@ -33,7 +33,7 @@ from chronicle_otel.redact import (
     redact_stream,
 )
 from tests.conftest import Recorder, make_recorder
-from tests.unit.replaying.helpers import record
+from tests.unit.agents import record
 
 # Look-alike secrets, assembled so that no scanner mistakes this file for a leak.
 OPENAI = "sk-proj-" + "T3BlbkFJ" + "a1B2c3D4e5F6g7H8i9J0kLmNoPqR"
