@@ -42,8 +42,16 @@ install-services: $(ROTEL_VENV)/.installed $(PHOENIX_VENV)/.installed $(SEAWEEDF
 
 ROTEL_BIN = $(shell $(ROTEL_VENV)/bin/python -c 'import os, rotel; print(os.path.join(os.path.dirname(rotel.__file__), "rotel-agent"))' 2>/dev/null)
 
-demo: install
-	$(BIN)/python -m examples.stock_agent.demo
+# The demo needs the package and pytest only: its own small virtualenv, not the dev toolchain.
+DEMO_VENV := .venv-demo
+$(DEMO_VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(DEMO_VENV)
+	$(DEMO_VENV)/bin/python -m pip install -q --upgrade pip
+	$(DEMO_VENV)/bin/python -m pip install -q -e . --group demo
+	touch $@
+
+demo: $(DEMO_VENV)/.installed
+	$(DEMO_VENV)/bin/python -m examples.stock_agent.demo
 
 # LlamaIndex's OpenAI LLM needs openai<3 (the Agents SDK in .venv needs openai>=3): its tests run in their own
 # virtualenv, with the package installed editable, under the same coverage.
@@ -193,4 +201,4 @@ bench-s3-clients: $(S3BENCH_VENV)/.installed
 	$(S3BENCH_VENV)/bin/python benchmarks/s3_clients.py $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) $(LLAMAINDEX_VENV) $(ROTEL_VENV) $(PHOENIX_VENV) $(SEAWEEDFS_VENV) $(S3BENCH_VENV) $(OLDEST) $(MATRIX_VENVS) $(PEERS_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .benchmarks
+	rm -rf $(VENV) $(DEMO_VENV) $(LLAMAINDEX_VENV) $(ROTEL_VENV) $(PHOENIX_VENV) $(SEAWEEDFS_VENV) $(S3BENCH_VENV) $(OLDEST) $(MATRIX_VENVS) $(PEERS_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .benchmarks

@@ -85,11 +85,25 @@ def main(argv: list[str] | None = None) -> int:
     print("   " + Path(test_file).read_text().replace("\n", "\n   "))
 
     print("\n4. The regression test against each guardrail:")
+    # Run as in a project of one's own: pytest with an empty configuration, not this repository's development one.
+    ini = out / "pytest.ini"
+    ini.write_text("[pytest]\n")
     outcomes = {}
     for version in ("v1", "v2"):
         env = {**os.environ, "STOCK_AGENT_GUARDRAIL": version}
         proc = subprocess.run(
-            [sys.executable, "-m", "pytest", test_file, "-q", "-p", "no:cacheprovider", f"--rootdir={REPO}"],
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                test_file,
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                "-c",
+                str(ini),
+                f"--rootdir={REPO}",
+            ],
             cwd=REPO,
             env=env,
             capture_output=True,
