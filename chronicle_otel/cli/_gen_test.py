@@ -31,6 +31,7 @@ from ..errors import ChronicleError
 from ..load import write_trace
 from ..model import Boundary, Trace, format_key
 from ..replaying import ReplayOptions, Selection, check_selectors, resolve_overrides
+from ..semconv import GEN_AI_PROVIDER_NAME
 from . import _source
 from ._output import Output, clean
 from ._show import add_arguments
@@ -262,7 +263,15 @@ def generate(trace: Trace, args: argparse.Namespace, out: TextIO) -> int:
     )
     if expected_error is not None:
         imports.in_test += expected_error.imports
-    stdlib = sorted({"from pathlib import Path", *(s for s in imports.module_level if s not in explicit)})
+    keys = _placeholder_keys(trace)
+    stdlib = sorted(
+        {
+            "from pathlib import Path",
+            *(["import os"] if keys else []),
+            *(s for s in imports.module_level if s not in explicit),
+        },
+        key=lambda statement: (statement.startswith("from "), statement),
+    )
     module_imports = [*explicit, *stdlib]
     started = dt.datetime.fromtimestamp(root.start_ns / 1e9, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
     live_lines = _live_lines(trace, stub, args.live, overrides)
@@ -281,7 +290,8 @@ def generate(trace: Trace, args: argparse.Namespace, out: TextIO) -> int:
         f"{_overrides_block(overrides)}\n"
         f"{_live_comment(live_lines)}\n\n"
         f"@pytest.mark.chronicle_replay(TRACE, {', '.join(options)})\n"
-        f"def test_{slug}(chronicle_replay):\n"
+        f"def test_{slug}(chronicle_replay{', monkeypatch' if keys else ''}):\n"
+        f"{_placeholder_block(keys)}"
         f"{_import_line(root, project, bool(in_test))}"
         f"{in_test + chr(10) if in_test else ''}"
         f"{instance_line}"
@@ -714,6 +724,59 @@ _INTEGRATIONS: Final = {
 boundaries ``<integration>.…``."""
 
 
+_PROVIDER_KEYS: Final = (
+    ("openai", ("OPENAI_API_KEY",)),
+    ("anthropic", ("ANTHROPIC_API_KEY",)),
+    ("gemini", ("GEMINI_API_KEY", "GOOGLE_API_KEY")),
+    ("google", ("GEMINI_API_KEY", "GOOGLE_API_KEY")),
+    ("mistral", ("MISTRAL_API_KEY",)),
+    ("groq", ("GROQ_API_KEY",)),
+    ("cohere", ("CO_API_KEY", "COHERE_API_KEY")),
+)
+"""Providers (a substring of the recorded ``gen_ai.provider.name``) and the variables their SDK clients read their
+API key from (fixed text only)."""
+
+_INTEGRATION_PROVIDER: Final = {"openai": "openai", "anthropic": "anthropic", "openai_agents": "openai"}
+"""The provider of every boundary of an integration that talks to one provider only."""
+
+PLACEHOLDER_KEY: Final = "chronicle-replay-placeholder"
+"""The value a generated test gives an API key variable the environment lacks."""
+
+
+def _placeholder_keys(trace: Trace) -> list[str]:
+    """The API key variables of the providers whose SDK or framework calls the trace holds: their clients refuse to
+    be built without one, even when every call is replayed."""
+    providers: set[str] = set()
+    for b in trace.boundaries:
+        integration = b.name.partition(".")[0]
+        if integration not in _INTEGRATIONS:
+            continue
+        if integration in _INTEGRATION_PROVIDER:
+            providers.add(_INTEGRATION_PROVIDER[integration])
+        recorded = b.span.attributes.get(GEN_AI_PROVIDER_NAME)
+        if isinstance(recorded, str):
+            providers.add(recorded.lower())
+    keys: dict[str, None] = {}
+    for fragment, names in _PROVIDER_KEYS:
+        if any(fragment in provider for provider in providers):
+            keys.update(dict.fromkeys(names))
+    return list(keys)
+
+
+def _placeholder_block(keys: list[str]) -> str:
+    """The test's first lines: a placeholder for each API key variable the environment lacks (none is ever sent)."""
+    if not keys:
+        return ""
+    names = ", ".join(_literal(k) for k in keys) + ("," if len(keys) == 1 else "")
+    return (
+        "    # SDK clients refuse to be built without an API key, even when every call is replayed: a placeholder\n"
+        "    # where the environment has none (nothing is sent: the replay answers the calls and blocks the network).\n"
+        f"    for name in ({names}):\n"
+        "        if not os.environ.get(name):\n"
+        f"            monkeypatch.setenv(name, {_literal(PLACEHOLDER_KEY)})\n"
+    )
+
+
 def _integration_lines(trace: Trace) -> str:
     """Imports and ``instrument()`` calls of the integrations whose boundaries the trace holds: without them the
     SDK and framework calls would not be stubbed (the replay would call the model) and the recorded types of their
@@ -791,7 +854,7 @@ def _check_module(
 ) -> None:
     """The generated module parses, its only top-level statements are the expected kinds (importing only ``Path``,
     ``pytest`` and ``extra_imports``), and the test function's imports come first: the module of the root boundary
-    and ``in_test_imports`` recorded classes, at most."""
+    and ``in_test_imports`` recorded classes, at most (after the API key placeholders, when any)."""
     try:
         tree = ast.parse(source, filename=str(path))
         compile(tree, str(path), "exec", dont_inherit=True)  # what parses but cannot compile: `await` outside async
@@ -801,6 +864,8 @@ def _check_module(
     functions = [node for node in tree.body if isinstance(node, ast.FunctionDef)]
     imported = {a.name for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom)) for a in node.names}
     body = functions[0].body if len(functions) == 1 else []
+    if body and isinstance(body[0], ast.For):  # the API key placeholders, before the imports they are for
+        body = body[1:]
     imports_in_body = [i for i, node in enumerate(body) if isinstance(node, (ast.Import, ast.ImportFrom))]
     if (
         len(functions) != 1

@@ -10,6 +10,7 @@ The clients point at the local servers of ``tests.llm_servers``.
 from __future__ import annotations
 
 import json
+import os
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
@@ -49,6 +50,10 @@ def _clients(openai_url: str, anthropic_url: str) -> tuple[openai.OpenAI, anthro
     import anthropic
     import openai
 
+    if os.environ.get("SDK_AGENT_KEYS") == "environment":  # as most applications do: the clients read their keys
+        return openai.OpenAI(base_url=f"{openai_url}/v1", max_retries=0), anthropic.Anthropic(
+            base_url=anthropic_url, max_retries=0
+        )
     return (
         openai.OpenAI(base_url=f"{openai_url}/v1", api_key="sk-test-openai-key", max_retries=0),
         anthropic.Anthropic(base_url=anthropic_url, api_key="sk-ant-test-key", max_retries=0),

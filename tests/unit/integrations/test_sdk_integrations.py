@@ -537,14 +537,23 @@ def test_a_boundary_that_returns_the_sdk_stream_records_and_replays_it_as_a_stre
 
 
 def test_a_generated_test_switches_the_integrations_on_and_replays_offline(
-    recorder: Recorder, servers: tuple[LLMServer, LLMServer], instrumented: None, tmp_path: Path
+    recorder: Recorder,
+    servers: tuple[LLMServer, LLMServer],
+    instrumented: None,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """The generated test runs where no API key is set (CI): the SDK clients, which read their keys from the
+    environment, get placeholders, and nothing is sent."""
     import subprocess
     import sys
 
     from chronicle_otel.cli import main
 
     oa, an = servers
+    monkeypatch.setenv("SDK_AGENT_KEYS", "environment")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-recording-machine")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-recording-machine")
     _, trace = _record_sync(recorder, oa, an)
     out = tmp_path / "regressions"
     code = main(["gen-test", trace.trace_id, "--store", str(recorder.path), "--out", str(out)])
@@ -552,14 +561,20 @@ def test_a_generated_test_switches_the_integrations_on_and_replays_offline(
     test_file = next(out.glob("test_*.py"))
     source = test_file.read_text()
     assert "chronicle_openai.instrument()" in source and "chronicle_anthropic.instrument()" in source
+    assert '("OPENAI_API_KEY", "ANTHROPIC_API_KEY")' in source and "monkeypatch.setenv(name" in source
+    assert "sk-recording-machine" not in test_file.read_text() + next((out / "traces").iterdir()).read_text()
     oa.close()
     an.close()  # nothing to answer: the replay must not need them
     repo = Path(__file__).resolve().parents[3]
+    no_keys = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("CHRONICLE_", "OTEL_")) and k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
+    }
     result = subprocess.run(
         [sys.executable, "-m", "pytest", str(test_file), "-q", "-p", "no:cacheprovider", "--rootdir", str(out)],
         cwd=repo,
-        env={k: v for k, v in os.environ.items() if not k.startswith(("CHRONICLE_", "OTEL_"))}
-        | {"PYTHONPATH": str(repo), "CHRONICLE_HOME": str(tmp_path / "home")},
+        env=no_keys | {"PYTHONPATH": str(repo), "CHRONICLE_HOME": str(tmp_path / "home")},
         capture_output=True,
         text=True,
         timeout=120,
