@@ -105,6 +105,8 @@ class ChronicleConfig:
         max_attribute_length: effective cap of payload attributes, in characters.
         genai_attributes: write GenAI attributes on ``llm`` boundaries.
         openinference: write the OpenInference attributes too.
+        absolute_paths: keep machine paths in exception stack traces (default: made relative, see
+            :attr:`CaptureOptions.absolute_paths`).
         redact: the :class:`~chronicle_otel.redact.Redactor` that payloads, errors, session variables and replay
             comparisons go through; None when redaction is off (``redaction=False``).
     """
@@ -113,6 +115,7 @@ class ChronicleConfig:
     __slots__ = (
         "_pipeline",
         "_settings",
+        "absolute_paths",
         "enabled",
         "genai_attributes",
         "max_attribute_length",
@@ -133,6 +136,7 @@ class ChronicleConfig:
     max_attribute_length: int
     genai_attributes: bool
     openinference: bool
+    absolute_paths: bool
     redact: Redactor | None
     tracer: trace_api.Tracer
     start_blind: bool
@@ -149,6 +153,7 @@ class ChronicleConfig:
         init(self, "max_attribute_length", settings.max_attribute_length)
         init(self, "genai_attributes", settings.genai_attributes)
         init(self, "openinference", settings.openinference)
+        init(self, "absolute_paths", settings.absolute_paths)
         init(self, "redact", settings.redact)
         init(self, "tracer", pipeline.tracer)
         init(self, "start_blind", attribute_blind(pipeline.tracer))

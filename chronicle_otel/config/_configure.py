@@ -124,6 +124,7 @@ def configure(
         genai_attributes=capture.genai_attributes,
         openinference=capture.openinference,
         redaction=redaction,
+        absolute_paths=capture.absolute_paths,
     )
     store_settings = _store_settings(store)
     payload_settings = _payload_settings(payloads)

@@ -100,6 +100,12 @@ class CaptureOptions:
     payload behind chronicle's back."""
     genai_attributes: bool = True
     """Write OTel GenAI attributes (``gen_ai.request.model``, token usage…) on ``llm`` boundaries."""
+    absolute_paths: bool = False
+    """Keep the machine's file paths in the stack traces of exception events. By default a path is written
+    relative to where it lies: the working directory (``agent/tools.py``), an installed package
+    (``<site-packages>/openai/_client.py``), the standard library (``<stdlib>/asyncio/tasks.py``) or the home
+    directory (``~/...``), so a trace (and a regression test made from it) does not carry the recording machine's
+    layout."""
     openinference: bool | None = None
     """Also write the OpenInference attributes (``openinference.span.kind``, ``input.value``/``output.value`` and
     mime types) so Phoenix renders boundaries natively. Default: ``$CHRONICLE_OPENINFERENCE`` or False."""

@@ -44,6 +44,7 @@ from ..record.session_attrs import AttributeValue, session_attributes
 from ..redact import DEFAULT_SECRET_PATTERN, DEFAULT_VALUE_PATTERNS, PatternRedactor, Redactor, chain
 
 __all__ = [
+    "ABSOLUTE_PATHS",
     "Derived",
     "ENABLED",
     "EXIT_TIMEOUT",
@@ -414,6 +415,7 @@ MAX_ATTRIBUTE_LENGTH: Final = Param[int](
     "CaptureOptions.max_attribute_length", (env.CHRONICLE_MAX_ATTRIBUTE_LENGTH,), 8192, parse_int, at_least(64)
 )
 GENAI_ATTRIBUTES: Final = Param[bool]("CaptureOptions.genai_attributes", (), True, check=check_bool)
+ABSOLUTE_PATHS: Final = Param[bool]("CaptureOptions.absolute_paths", (), False, check=check_bool)
 OPENINFERENCE: Final = Param[bool](
     "CaptureOptions.openinference", (env.CHRONICLE_OPENINFERENCE,), False, parse_bool, check_bool
 )
@@ -469,6 +471,7 @@ PARAMS: Final[tuple[Param[Any], ...]] = (
     PAYLOADS_CONCURRENCY,
     MAX_ATTRIBUTE_LENGTH,
     GENAI_ATTRIBUTES,
+    ABSOLUTE_PATHS,
     OPENINFERENCE,
     REDACT_KEY_DEFAULTS,
     REDACT_KEYS,
@@ -593,6 +596,7 @@ class Settings:
     genai_attributes: bool
     openinference: bool
     redact: Redactor | None
+    absolute_paths: bool = False
 
 
 @dataclass(frozen=True)
@@ -689,6 +693,7 @@ def resolve_settings(
     genai_attributes: bool | None = None,
     openinference: bool | None = None,
     redaction: RedactionFields | Literal[False] | None = None,
+    absolute_paths: bool | None = None,
     strict: bool = True,
     environ: Mapping[str, str] | None = None,
 ) -> Settings:
@@ -702,6 +707,7 @@ def resolve_settings(
         genai_attributes: ``CaptureOptions.genai_attributes``.
         openinference: ``CaptureOptions.openinference``.
         redaction: ``RedactionOptions`` (None: the defaults), or False for no redaction.
+        absolute_paths: ``CaptureOptions.absolute_paths``.
         strict: raise on an invalid value. With False (a process that never called ``configure()``, where
             the first boundary call resolves the settings and must not fail), an invalid environment
             variable is logged once and recording stays off; redaction then keeps its built-in defaults.
@@ -721,6 +727,7 @@ def resolve_settings(
             genai_attributes=resolve(GENAI_ATTRIBUTES, genai_attributes, environ=environ),
             openinference=resolve(OPENINFERENCE, openinference, environ=environ),
             redact=redact,
+            absolute_paths=resolve(ABSOLUTE_PATHS, absolute_paths, environ=environ),
         )
     except ConfigError as exc:
         if strict:

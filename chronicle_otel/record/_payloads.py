@@ -14,6 +14,11 @@ status description.
 from __future__ import annotations
 
 import contextlib
+import functools
+import os
+import re
+import site
+import sysconfig
 import traceback
 from collections.abc import Callable
 from typing import Any, Final
@@ -189,12 +194,59 @@ _EXCEPTION_STACKTRACE: Final = "exception.stacktrace"
 _EXCEPTION_ESCAPED: Final = "exception.escaped"
 
 
-def add_exception_event(span: trace_api.Span, exc: BaseException, scrub: Callable[[str], str]) -> None:
-    """``span.record_exception(exc, escaped=True)``, with the message and stack trace passed through ``scrub``."""
+_FILE_LINE: Final = re.compile(r'^(\s*File ")([^"\n]+)(", line )', re.MULTILINE)
+
+
+@functools.lru_cache(maxsize=1)
+def _install_roots() -> tuple[tuple[str, str], ...]:
+    """Where installed packages and the standard library lie, with the label a stack trace shows for each."""
+    roots: dict[str, str] = {}
+    for key in ("purelib", "platlib"):
+        roots.setdefault(sysconfig.get_paths().get(key, ""), "<site-packages>")
+    with contextlib.suppress(Exception):
+        for path in (*site.getsitepackages(), site.getusersitepackages()):
+            roots.setdefault(path, "<site-packages>")
+    for key in ("stdlib", "platstdlib"):
+        roots.setdefault(sysconfig.get_paths().get(key, ""), "<stdlib>")
+    return tuple((os.path.normpath(path), label) for path, label in roots.items() if path)
+
+
+def portable_paths(stacktrace: str) -> str:
+    """``stacktrace`` with each ``File "..."`` path written relative to where it lies: an installed package
+    (``<site-packages>/...``), the standard library (``<stdlib>/...``), the working directory (``pkg/mod.py``) or
+    the home directory (``~/...``); any other path is left as it is. The deepest root wins (a virtualenv inside the
+    project is site-packages, not the project)."""
+    roots = list(_install_roots())
+    with contextlib.suppress(OSError):
+        roots.append((os.getcwd(), ""))
+    with contextlib.suppress(RuntimeError, KeyError):
+        roots.append((os.path.expanduser("~"), "~"))
+    roots = sorted({r for r in roots if r[0] and r[0] != os.sep}, key=lambda r: len(r[0]), reverse=True)
+
+    def relative(match: re.Match[str]) -> str:
+        path = match.group(2)
+        if os.path.isabs(path):
+            for root, label in roots:
+                if path.startswith(root + os.sep):
+                    rest = path[len(root) + 1 :]
+                    path = f"{label}/{rest}" if label else rest
+                    break
+        return f"{match.group(1)}{path}{match.group(3)}"
+
+    return _FILE_LINE.sub(relative, stacktrace)
+
+
+def add_exception_event(
+    span: trace_api.Span, exc: BaseException, scrub: Callable[[str], str], *, absolute_paths: bool = False
+) -> None:
+    """``span.record_exception(exc, escaped=True)``, with the message and stack trace passed through ``scrub``, and
+    the stack trace's file paths made :func:`portable <portable_paths>` unless ``absolute_paths``."""
     cls = type(exc)
     module = module_name(cls.__module__)
     try:
         stacktrace = "".join(traceback.format_exception(cls, exc, exc.__traceback__))
+        if not absolute_paths:
+            stacktrace = portable_paths(stacktrace)
     except Exception:
         stacktrace = ""
     span.add_event(

@@ -155,7 +155,7 @@ class Call:
             attrs[semconv.STREAM_STATE] = "error"
             attrs[semconv.STREAM_ITEMS] = len(partial)
         span = self.span
-        add_exception_event(span, exc, scrub)
+        add_exception_event(span, exc, scrub, absolute_paths=config.absolute_paths)
         span.set_status(Status(StatusCode.ERROR, scrub(f"{type(exc).__name__}: {exception_message(exc)}")))
 
     def finish_stream(self, items: list[Any], state: StreamState, exc: BaseException | None) -> None:
