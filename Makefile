@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 ROTEL_VENV := .venv-rotel
 ROTEL_VERSION := 0.0.1a15
 
-.PHONY: install install-services demo test test-llamaindex test-unit test-oldest test-newest-sdk test-matrix lint format typecheck bench bench-s3-clients clean
+.PHONY: install install-services install-browser demo test test-llamaindex test-unit test-oldest test-newest-sdk test-matrix lint format typecheck bench bench-s3-clients clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,18 @@ $(SEAWEEDFS_VENV)/.installed:
 	touch $@
 
 install-services: $(ROTEL_VENV)/.installed $(PHOENIX_VENV)/.installed $(SEAWEEDFS_VENV)/.installed
+
+# The HTML trace view is tested in a real headless Chromium driven by Selenium: Debian's chromium and chromedriver,
+# installed with apt-get when they are missing and this runs as root; otherwise the command to run is printed (the
+# browser tests then skip loudly, and fail under CI=true).
+install-browser:
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver; \
+	else \
+		echo "make: chromium and chromedriver are missing; the browser tests need them:" >&2; \
+		echo "      sudo apt-get install chromium chromium-driver" >&2; \
+	fi
 
 ROTEL_BIN = $(shell $(ROTEL_VENV)/bin/python -c 'import os, rotel; print(os.path.join(os.path.dirname(rotel.__file__), "rotel-agent"))' 2>/dev/null)
 
@@ -75,7 +87,7 @@ XDIST := -n $(PYTEST_WORKERS)
 # worker) start once per worker that needs them. (--dist loadgroup would send all of tests/integration to one worker,
 # but pytest-xdist 3.8 cannot regroup the node ids of pytest 9.) pytest-cov combines the workers' data into .coverage;
 # the gate is the final report's, on the combined data.
-test: install install-services $(LLAMAINDEX_VENV)/.installed
+test: install install-services install-browser $(LLAMAINDEX_VENV)/.installed
 	rm -f .coverage .coverage.*
 	CHRONICLE_TEST_ROTEL=$(ROTEL_BIN) CHRONICLE_TEST_PHOENIX=$(PHOENIX_VENV)/bin/phoenix CHRONICLE_TEST_WEED=$(WEED_BIN) \
 		$(BIN)/python -m pytest $(XDIST) --dist loadfile --cov --cov-report= --cov-fail-under=0 \
