@@ -208,6 +208,7 @@ _GC_FLAGS = {
 def _gc(args: argparse.Namespace, out: TextIO) -> int:
     from ..store import RetentionPolicy, apply_retention
 
+    _source.check_named_store(args)
     try:
         policy = RetentionPolicy(
             keep_failed=args.keep_failed,

@@ -30,10 +30,26 @@ def store_path(args: argparse.Namespace) -> Path:
 
 
 def store(args: argparse.Namespace, opened: contextlib.ExitStack) -> StoreReader:
-    """The store ``--store`` names (default ``$CHRONICLE_HOME`` or ./.chronicle), closed with ``opened``."""
+    """The store ``--store`` names (default ``$CHRONICLE_HOME`` or ./.chronicle), closed with ``opened``.
+
+    Raises:
+        ChronicleError: ``--store`` names a directory that holds no store (never a silent fall back to the default).
+    """
+    check_named_store(args)
     reader = StoreReader(store_path(args))
     opened.callback(reader.close)
     return reader
+
+
+def check_named_store(args: argparse.Namespace) -> None:
+    """Raise unless ``--store``, when given, names a store: a store named is never ignored.
+
+    Raises:
+        ChronicleError: saying where it was looked for.
+    """
+    named = getattr(args, "store", None)
+    if named and not is_store(named):
+        raise ChronicleError(missing_store(Path(named), named=True))
 
 
 def existing_store(args: argparse.Namespace, opened: contextlib.ExitStack) -> StoreReader:

@@ -292,7 +292,7 @@ def test_pull_of_a_trace_with_missing_payloads_writes_it_and_exits_3(
         "--quiet",
         "--json",
     ]
-    code, out, err = run_err(*args, "--store", str(no_local_store))
+    code, out, err = run_err(*args)  # $CHRONICLE_HOME holds no store: no payload is found
     assert code == _commands.EXIT_INCOMPLETE == 3
     assert (tmp_path / "t.jsonl").exists()  # written all the same, to look at
     summary = json.loads(out)
@@ -308,7 +308,7 @@ def test_pull_of_a_trace_with_missing_payloads_writes_it_and_exits_3(
     assert "--allow-incomplete" in err.splitlines()[-1] and "--wait" not in err.splitlines()[-1]  # a file
     assert "warning:" not in err  # the loader's warnings about these payloads are not repeated
 
-    code, out, err = run_err(*args, "--store", str(no_local_store), "--allow-incomplete")
+    code, out, err = run_err(*args, "--allow-incomplete")
     assert code == 0 and json.loads(out)["complete"] is False
     assert sum(line.startswith("warning: incomplete trace: ") for line in err.splitlines()) == 4
 
@@ -498,3 +498,37 @@ def test_pull_from_a_directory_or_glob_of_rotated_files(recorder: Recorder, tmp_
     (tmp_path / "empty" / "notes.txt").write_text("x")
     code, _, err = run_err("pull", tid, "--from", str(tmp_path / "empty"), "-o", str(tmp_path / "u.jsonl"))
     assert code == 2 and "a directory that is not a chronicle store" in err
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["list"],
+        ["show", "latest"],
+        ["show", "latest", "--file", "{file}"],
+        ["show", "latest", "--file", "{file}", "--json"],
+        ["diff", "{file}", "{file}"],
+        ["gen-test", "latest", "--file", "{file}", "--out", "{tmp}/t"],
+        ["view", "latest", "--file", "{file}", "--out", "{tmp}/v.html"],
+        ["pull", "-", "--from", "{file}", "-o", "{tmp}/pulled.jsonl"],
+        ["gc"],
+    ],
+    ids=lambda c: " ".join(c[:2]) + (" --file" if "--file" in c else ""),
+)
+def test_a_store_named_that_does_not_exist_is_an_error_in_every_command(
+    recorder: Recorder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: list[str]
+) -> None:
+    cli_agent("hello")
+    recorder.config.force_flush()
+    trace = chronicle.load_trace(recorder.store, "latest")
+    saved = chronicle.write_trace(trace, tmp_path / "incident.jsonl")
+    monkeypatch.setenv("CHRONICLE_HOME", str(recorder.path))  # a store the command must not fall back to
+    missing = tmp_path / "nonexistent"
+    args = [a.format(file=saved, tmp=tmp_path) for a in command]
+    if args[0] == "pull":
+        args[1] = trace.trace_id
+    code, out, err = run_err(*args, "--store", str(missing))
+    assert code == 2, (out, err)
+    assert f"no chronicle store at {missing}" in err and "--store" in err
+    assert not (tmp_path / "t").exists() and not (tmp_path / "v.html").exists()
+    assert not (tmp_path / "pulled.jsonl").exists()

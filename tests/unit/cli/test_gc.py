@@ -115,7 +115,7 @@ def test_gc_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
 def test_gc_without_a_store_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _ = run("gc", "--store", str(tmp_path))
     assert code == 2
-    assert "no store" in capsys.readouterr().err
+    assert f"no chronicle store at {tmp_path} (--store)" in capsys.readouterr().err
 
 
 def test_gc_defaults_to_the_chronicle_home(store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
