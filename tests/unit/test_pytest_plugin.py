@@ -167,4 +167,5 @@ def test_markers_shows_the_whole_marker_description(pytester: pytest.Pytester) -
     result = pytester.runpytest("--markers")  # the plugin loads through its entry point
     line = next(line for line in result.outlines if "chronicle_replay" in line)
     assert line.startswith("@pytest.mark.chronicle_replay(source, trace_id=None, stub=..., live=(), ...): replay ")
-    assert "(default: every 'kind:llm' call)" in line and line.endswith("the chronicle_replay fixture is the active run")
+    assert "(default: every 'kind:llm' call)" in line
+    assert line.endswith("the chronicle_replay fixture is the active run")

@@ -64,6 +64,48 @@ def test_list_show_and_failed_filter(recorder: Recorder) -> None:
     assert "err: " in out and "agent failed" in out
 
 
+@chronicle.boundary(kind="tool", name="cli.flaky")
+def flaky(attempt: int) -> str:
+    if attempt == 0:
+        raise TimeoutError("first attempt timed out")
+    return "done"
+
+
+@chronicle.boundary(kind="agent", name="cli.retrying")
+def retrying() -> str:
+    try:
+        return flaky(0)
+    except TimeoutError:
+        return flaky(1)  # the run recovers: its root succeeds
+
+
+def test_failed_means_the_run_failed_and_errors_means_any_error(recorder: Recorder) -> None:
+    cli_agent("hello")
+    retrying()
+    with pytest.raises(RuntimeError):
+        cli_agent("boom", fail=True)
+    recorder.config.force_flush()
+    failed, recovered, ok = [t.trace_id for t in recorder.store.list_traces()]
+    store = str(recorder.path)
+
+    def listed(*options: str) -> list[str]:
+        code, out = run("list", "--store", store, "--json", *options)
+        assert code == 0
+        return [json.loads(line)["trace_id"] for line in out.splitlines()]
+
+    assert listed("--failed") == [failed]
+    assert listed("--errors") == [failed, recovered]
+    assert listed() == [failed, recovered, ok]
+    for latest, expected in (("latest-failed", failed), ("latest-error", failed)):
+        code, out = run("show", latest, "--store", store, "--json")
+        assert code == 0 and json.loads(out)["trace_id"] == expected
+    retrying()  # the newest run with an error did not fail
+    recorder.config.force_flush()
+    newest = recorder.store.list_traces(limit=1)[0].trace_id
+    assert json.loads(run("show", "latest-error", "--store", store, "--json")[1])["trace_id"] == newest
+    assert json.loads(run("show", "latest-failed", "--store", store, "--json")[1])["trace_id"] == failed
+
+
 def test_unknown_trace_is_a_clear_error(recorder: Recorder, capsys: pytest.CaptureFixture[str]) -> None:
     cli_agent("x")
     recorder.config.force_flush()
