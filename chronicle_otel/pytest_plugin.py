@@ -76,10 +76,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     """Register the marker."""
-    config.addinivalue_line(
+    config.addinivalue_line(  # pytest ends the marker's name at the first colon: none before the description
         "markers",
-        "chronicle_replay(source, trace_id=None, stub={'kind:llm'}, live=(), ...): replay a recorded trace "
-        "around the test; the chronicle_replay fixture is the active run",
+        "chronicle_replay(source, trace_id=None, stub=..., live=(), ...): replay a recorded trace around the test, "
+        "the calls stub selects (default: every 'kind:llm' call) answered from it; the chronicle_replay fixture is "
+        "the active run",
     )
 
 

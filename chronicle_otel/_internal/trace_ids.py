@@ -12,7 +12,8 @@ MIN_PREFIX: Final = 4
 """Fewest hex digits a trace id prefix may have."""
 
 FORMS: Final = (
-    f"32 hex digits, a unique prefix of at least {MIN_PREFIX} of them (17b55ba4), 'latest' or 'latest-failed'"
+    f"32 hex digits, a unique prefix of at least {MIN_PREFIX} of them (17b55ba4), 'latest', 'latest-failed' or "
+    "'latest-error'"
 )
 """The forms a trace id may be given in, for messages."""
 

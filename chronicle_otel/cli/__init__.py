@@ -15,9 +15,12 @@ Usage::
 
 Every command reading a trace takes ``--store DIR`` (default ``$CHRONICLE_HOME``, else ``./.chronicle``) or
 ``--file trace.jsonl``. ``TRACE_ID`` is 32 hex digits, a unique prefix of at least 4 of them (``17b55ba4``), or
-``latest`` / ``latest-failed``. Replays recorded into the store (``replay(trace, isolate=False)``) are kept apart:
-``list`` shows them only with ``--replays`` (marked ``replay of`` and the recorded trace id), ``latest`` and
-``latest-failed`` never pick one, ``show`` labels one, and ``diff REPLAY`` compares it with the run it replays.
+``latest`` / ``latest-failed`` / ``latest-error``. A *failed* trace is a run whose root failed (``list --failed``,
+``latest-failed``); a trace *with errors* has any span that failed, the root's or another's, such as a retried tool
+call (``list --errors``, ``latest-error``, the error count of ``view``, what ``gc`` keeps). Replays recorded into
+the store (``replay(trace, isolate=False)``) are kept apart: ``list`` shows them only with ``--replays`` (marked
+``replay of`` and the recorded trace id), ``latest``, ``latest-failed`` and ``latest-error`` never pick one, ``show``
+labels one, and ``diff REPLAY`` compares it with the run it replays.
 
 Output is plain text in a pipe, coloured on a terminal (unless ``NO_COLOR`` is set), and JSON with ``--json``; a
 reader that stops early (``chronicle show ID | head -1``) ends the command quietly.

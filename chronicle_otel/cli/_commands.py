@@ -84,19 +84,36 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "gc",
-        help="apply a retention policy to the store: keep every failure, sample the successes, cap age and size",
+        help="apply a retention policy to the store: keep every trace with an error, sample the others, cap age "
+        "and size",
+        description="Apply a retention policy to the store. A trace with errors (a failed run, or any span that "
+        "ended with ERROR status, such as a retried tool call) is kept unless --no-keep-errors; the others are "
+        "sampled at --success-rate.",
     )
     p.add_argument("--store", help="store directory (default $CHRONICLE_HOME or ./.chronicle)")
     p.add_argument(
-        "--keep-failed",
+        "--keep-errors",
+        "--keep-failed",  # its earlier name
+        dest="keep_failed",
         action=argparse.BooleanOptionalAction,
         default=True,
-        help="keep every failed trace younger than --max-age (default); --no-keep-failed samples them too",
+        help="keep every trace with an error (a failed run, or any span that ended with ERROR status) younger than "
+        "--max-age (default); --no-keep-errors samples them too",
     )
-    p.add_argument("--success-rate", type=float, default=1.0, metavar="RATE", help="fraction of successes kept, 0-1")
+    p.add_argument(
+        "--success-rate", type=float, default=1.0, metavar="RATE", help="fraction of traces without errors kept, 0-1"
+    )
     p.add_argument("--max-age", metavar="DURATION", help="remove traces older than this: 30d, 12h, 2w, seconds")
-    p.add_argument("--max-size", metavar="SIZE", help="cap the data at this size, oldest successes first: 2GB, 500MiB")
-    p.add_argument("--min-keep-failed-age", metavar="DURATION", help="never remove failures younger than this for size")
+    p.add_argument(
+        "--max-size", metavar="SIZE", help="cap the data at this size, oldest traces without errors first: 2GB, 500MiB"
+    )
+    p.add_argument(
+        "--min-keep-errors-age",
+        "--min-keep-failed-age",  # its earlier name
+        dest="min_keep_failed_age",
+        metavar="DURATION",
+        help="never remove traces with errors younger than this for size",
+    )
     p.add_argument("--grace", default="10m", metavar="DURATION", help="leave what was written this recently (10m)")
     p.add_argument("--keep-payloads", action="store_true", help="keep payloads no trace refers to")
     p.add_argument("--vacuum", action="store_true", help="then shrink the index file (writers wait meanwhile)")
@@ -196,11 +213,11 @@ def _duration(text: str) -> float:
 
 
 _GC_FLAGS = {
-    "keep_failed": "--keep-failed",
+    "keep_failed": "--keep-errors",
     "success_rate": "--success-rate",
     "max_age": "--max-age",
     "max_bytes": "--max-size",
-    "min_keep_failed_age": "--min-keep-failed-age",
+    "min_keep_failed_age": "--min-keep-errors-age",
     "grace": "--grace",
 }
 
@@ -208,6 +225,7 @@ _GC_FLAGS = {
 def _gc(args: argparse.Namespace, out: TextIO) -> int:
     from ..store import RetentionPolicy, apply_retention
 
+    _source.check_named_store(args)
     try:
         policy = RetentionPolicy(
             keep_failed=args.keep_failed,

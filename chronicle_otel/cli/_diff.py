@@ -39,7 +39,9 @@ def add_parser(sub: Any) -> None:
         "input, output or error). With one trace: a replay against the run it replays, or a recorded run against "
         "its newest replay in the store. Exit status: 0 the same, 1 different, 2 an error.",
     )
-    p.add_argument("a", metavar="A", help="a trace id (or unique prefix, latest, latest-failed) or a trace file")
+    p.add_argument(
+        "a", metavar="A", help="a trace id (or unique prefix, latest, latest-failed, latest-error) or a trace file"
+    )
     p.add_argument("b", metavar="B", nargs="?", help="the trace to compare A with (default: see above)")
     add_arguments(p)
     p.add_argument("--json", action="store_true", help="the differences as JSON")

@@ -48,7 +48,7 @@ def add_parser(sub: Any) -> None:
         "runs from the project root with plain pytest: a conftest.py putting the project root on sys.path is "
         "written beside it when the directory has none.",
     )
-    p.add_argument("trace_id", help="32 hex digits, a unique prefix of them, or latest / latest-failed")
+    p.add_argument("trace_id", help="32 hex digits, a unique prefix of them, or latest / latest-failed / latest-error")
     add_arguments(p)
     p.add_argument("--out", default="tests/regressions", help="directory of the test (default %(default)s)")
     p.add_argument("--name", help="test name (default: root boundary and trace id)")

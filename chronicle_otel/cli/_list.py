@@ -29,13 +29,18 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         NAME,
         help="list recorded traces, newest first; filter by status, root, session variable, time or payload text",
-        description="List recorded traces, newest first. Filters combine (all must hold). --failed, --root, --since "
-        "and an id prefix are answered by the store's index; --where and --contains read the traces, the "
+        description="List recorded traces, newest first. Filters combine (all must hold). --failed, --errors, --root, "
+        "--since and an id prefix are answered by the store's index; --where and --contains read the traces, the "
         f"--scan most recent ones ({DEFAULT_SCAN} by default) that pass the other filters.",
     )
     p.add_argument("prefix", nargs="?", help="only trace ids starting with these hex digits")
     p.add_argument("--store", help="store directory (default $CHRONICLE_HOME or ./.chronicle)")
-    p.add_argument("--failed", action="store_true", help="only traces whose root failed")
+    p.add_argument("--failed", action="store_true", help="only failed runs: traces whose root failed")
+    p.add_argument(
+        "--errors",
+        action="store_true",
+        help="only traces with an error: any span that failed, the root's or another's (a retried tool call counts)",
+    )
     p.add_argument("--root", metavar="NAME", help="only traces whose root boundary is NAME (a glob: 'support_*')")
     p.add_argument(
         "--where",
@@ -166,6 +171,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         reader = _source.existing_store(args, opened)
         filters: dict[str, Any] = {
             "failed": True if args.failed else None,
+            "errors": True if args.errors else None,
             "include_replays": args.replays,
             "root": args.root,
             "since_ns": args.since,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import shutil
+from collections.abc import Sequence
 from typing import Any, TextIO
 
 from ..errors import ConfigError
@@ -36,7 +37,7 @@ def add_parser(sub: Any) -> None:
         "call shows the message its items carried (text, tool calls, usage); --full adds every item, --raw shows "
         "the items only.",
     )
-    p.add_argument("trace_id", help="32 hex digits, a unique prefix of them, or latest / latest-failed")
+    p.add_argument("trace_id", help="32 hex digits, a unique prefix of them, or latest / latest-failed / latest-error")
     add_arguments(p)
     p.add_argument("--full", action="store_true", help="show every value whole, over several lines when long")
     p.add_argument("--raw", action="store_true", help="show a stream's items as recorded, not the message they carry")
@@ -63,8 +64,8 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     raw = bool(getattr(args, "raw", False))
     if chosen is None:
         width = None if args.full else _width(output)
-        for b in trace.boundaries:
-            _tree_entry(b, output, width, raw=raw)
+        for b, depth in tree(trace.boundaries):
+            _tree_entry(b, depth, output, width, raw=raw)
     else:
         for b in chosen:
             _detail(b, output, raw=raw)
@@ -148,8 +149,33 @@ def _label(b: Boundary) -> list[Part]:
     return parts
 
 
-def _tree_entry(b: Boundary, out: Output, width: int | None, *, raw: bool = False) -> None:
-    indent = "  " * (len(b.call_key) - 1)
+def tree(boundaries: Sequence[Boundary]) -> list[tuple[Boundary, int]]:
+    """``boundaries`` (in start order) depth first, each with its depth: every call under its parent boundary (by
+    parent span, as the HTML view nests them), so the children of calls that ran in parallel stay under their own
+    parent. A boundary whose parent is not among them starts a tree of its own."""
+    ids = {id(b) for b in boundaries}
+    children: dict[int, list[Boundary]] = {}
+    tops: list[Boundary] = []
+    for b in boundaries:
+        if b.parent is not None and id(b.parent) in ids and b.parent is not b:
+            children.setdefault(id(b.parent), []).append(b)
+        else:
+            tops.append(b)
+    order: list[tuple[Boundary, int]] = []
+    stack = [(b, 0) for b in reversed(tops)]
+    seen: set[int] = set()
+    while stack:
+        b, depth = stack.pop()
+        if id(b) in seen:
+            continue
+        seen.add(id(b))
+        order.append((b, depth))
+        stack.extend((c, depth + 1) for c in reversed(children.get(id(b), [])))
+    return order
+
+
+def _tree_entry(b: Boundary, depth: int, out: Output, width: int | None, *, raw: bool = False) -> None:
+    indent = "  " * depth
     out.line(indent, *_label(b))
     pad = indent + "    "
     line_width = None if width is None else max(20, width - len(pad) - 5)

@@ -16,7 +16,7 @@ from ..model import Trace
 from ..store.payloads import PayloadSource, open_payload_store
 from ..store.reader import StoreReader, default_store_path, is_store
 
-LATEST = ("latest", "latest-failed")
+LATEST = ("latest", "latest-failed", "latest-error")
 
 PAYLOADS_HELP = (
     "payload store for payloads cut on spans: s3://bucket/prefix (endpoint and credentials from the AWS_* "
@@ -30,10 +30,26 @@ def store_path(args: argparse.Namespace) -> Path:
 
 
 def store(args: argparse.Namespace, opened: contextlib.ExitStack) -> StoreReader:
-    """The store ``--store`` names (default ``$CHRONICLE_HOME`` or ./.chronicle), closed with ``opened``."""
+    """The store ``--store`` names (default ``$CHRONICLE_HOME`` or ./.chronicle), closed with ``opened``.
+
+    Raises:
+        ChronicleError: ``--store`` names a directory that holds no store (never a silent fall back to the default).
+    """
+    check_named_store(args)
     reader = StoreReader(store_path(args))
     opened.callback(reader.close)
     return reader
+
+
+def check_named_store(args: argparse.Namespace) -> None:
+    """Raise unless ``--store``, when given, names a store: a store named is never ignored.
+
+    Raises:
+        ChronicleError: saying where it was looked for.
+    """
+    named = getattr(args, "store", None)
+    if named and not is_store(named):
+        raise ChronicleError(missing_store(Path(named), named=True))
 
 
 def existing_store(args: argparse.Namespace, opened: contextlib.ExitStack) -> StoreReader:
@@ -71,7 +87,7 @@ def empty_store(path: Path) -> str:
 
 def resolve_id(reader: StoreReader, text: str) -> str:
     """The whole trace id ``text`` names in ``reader``: 32 hex digits, a unique prefix, or ``latest``/
-    ``latest-failed`` (returned as they are: loading picks the trace).
+    ``latest-failed``/``latest-error`` (returned as they are: loading picks the trace).
 
     Raises:
         ChronicleError: ``text`` is not a trace id; the store is empty.
@@ -96,7 +112,7 @@ def resolve_id(reader: StoreReader, text: str) -> str:
 
 
 def check_id(text: str, *, extra: tuple[str, ...] = ()) -> None:
-    """Raise unless ``text`` is a trace id, a prefix of one, or one of ``latest``, ``latest-failed`` and ``extra``.
+    """Raise unless ``text`` is a trace id, a prefix of one, or one of :data:`LATEST` and ``extra``.
 
     Raises:
         ChronicleError: saying which forms are accepted.

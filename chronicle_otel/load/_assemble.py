@@ -472,11 +472,17 @@ MAX_PREFETCH: Final = 100_000
 
 
 def select_from_store(local: StoreReader, trace_id: str | None) -> tuple[list[SpanRecord], str]:
-    """The spans of ``trace_id`` (or ``latest``, ``latest-failed``) from a store, and the chosen trace id."""
-    if trace_id in (None, "latest", "latest-failed"):
-        summaries = local.list_traces(limit=10, failed=True if trace_id == "latest-failed" else None)
+    """The spans of ``trace_id`` (or ``latest``, ``latest-failed``, ``latest-error``) from a store, and the chosen
+    trace id."""
+    if trace_id in (None, "latest", "latest-failed", "latest-error"):
+        summaries = local.list_traces(
+            limit=10,
+            failed=True if trace_id == "latest-failed" else None,
+            errors=True if trace_id == "latest-error" else None,
+        )
         if not summaries:
-            what = "failed traces" if trace_id == "latest-failed" else "traces"
+            what = {"latest-failed": "failed traces", "latest-error": "traces with an error"}.get(trace_id or "")
+            what = what or "traces"
             raise TraceLoadError(f"the store has no {what}", source=local.path)
         if trace_id is None and len(local.list_traces(limit=2)) > 1:
             listing = ", ".join(f"{t.trace_id} ({t.root_boundary or t.root_name})" for t in summaries)

@@ -365,6 +365,7 @@ class StoreReader:
         *,
         limit: int | None = None,
         failed: bool | None = None,
+        errors: bool | None = None,
         include_replays: bool = False,
         root: str | None = None,
         since_ns: int | None = None,
@@ -377,7 +378,9 @@ class StoreReader:
 
         Args:
             limit: at most this many.
-            failed: True for traces whose root span failed only, False for the others.
+            failed: True for traces whose root span failed (the run failed) only, False for the others.
+            errors: True for traces with an error: any span that ended with ERROR status, the root's or another's (a
+                tool call that raised inside a run that recovered counts); False for the others.
             include_replays: also list replays recorded into this store (:attr:`TraceSummary.replay_of` set).
             root: only traces whose root boundary (or root span) name matches this glob (``support_*``; case
                 sensitive; a name without ``*``, ``?`` or ``[`` matches itself only).
@@ -392,6 +395,10 @@ class StoreReader:
             conditions.append("status = 'ERROR'")
         elif failed is False:
             conditions.append("status IS NOT 'ERROR'")
+        if errors is True:
+            conditions.append("(status = 'ERROR' OR error_count > 0)")
+        elif errors is False:
+            conditions.append("(status IS NOT 'ERROR' AND error_count = 0)")
         if root is not None:
             conditions.append("(root_boundary GLOB ? OR (root_boundary IS NULL AND root_name GLOB ?))")
             params += [root, root]

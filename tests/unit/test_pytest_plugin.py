@@ -161,3 +161,11 @@ def test_traces_directory_option_and_usage_errors(project: pytest.Pytester) -> N
     result = project.runpytest("-p", "no:cacheprovider", "--chronicle-traces", str(project.path / "traces"))
     result.assert_outcomes(passed=1, errors=2)
     result.stdout.fnmatch_lines(["*needs @pytest.mark.chronicle_replay*", "*unknown chronicle_replay options: stubb*"])
+
+
+def test_markers_shows_the_whole_marker_description(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("--markers")  # the plugin loads through its entry point
+    line = next(line for line in result.outlines if "chronicle_replay" in line)
+    assert line.startswith("@pytest.mark.chronicle_replay(source, trace_id=None, stub=..., live=(), ...): replay ")
+    assert "(default: every 'kind:llm' call)" in line
+    assert line.endswith("the chronicle_replay fixture is the active run")

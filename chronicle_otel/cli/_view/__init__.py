@@ -50,7 +50,7 @@ def add_parser(sub: Any) -> None:
         "boundary tree, a timeline, the session variables, a payload viewer with search, the errors highlighted, and "
         "a replay report when one is given.",
     )
-    p.add_argument("trace_id", help="32 hex digits, a unique prefix of them, or latest / latest-failed")
+    p.add_argument("trace_id", help="32 hex digits, a unique prefix of them, or latest / latest-failed / latest-error")
     _show.add_arguments(p)
     p.add_argument(
         "--out",

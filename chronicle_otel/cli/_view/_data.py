@@ -122,7 +122,7 @@ def page_data(trace: Trace, report: ReplayReport | None) -> dict[str, Any]:
             "stack": _stack(b, budget),
         }
         boundaries.append(item)
-    failed = sum(1 for b in trace.boundaries if _status(b) == "ERROR")
+    errors = sum(1 for b in trace.boundaries if _status(b) == "ERROR")  # any call that failed: a trace "with errors"
     return {
         "version": __version__,
         "trace": {
@@ -135,7 +135,7 @@ def page_data(trace: Trace, report: ReplayReport | None) -> dict[str, Any]:
             "boundaries": len(trace.boundaries),
             "shown": len(shown),
             "spans": len(trace.spans),
-            "errors": failed,
+            "errors": errors,
             "source": cap(trace.source, _MAX_VALUE),
             "replay_of": cap(_replay_of(trace) or "", 64),
             "session": _session(session),

@@ -80,9 +80,9 @@ class RetentionReport:
             f"{self.removed_for_size:,} for size"
         )
         return (
-            f"{head}: {keep} {self.traces_kept:,} traces ({self.failed_kept:,} failed, "
+            f"{head}: {keep} {self.traces_kept:,} traces ({self.failed_kept:,} with errors, "
             f"{self.traces_pending:,} pending), {remove} {self.traces_removed:,} "
-            f"({self.failed_removed:,} failed; {reasons}); {free} {human(self.segment_bytes_freed)} of "
+            f"({self.failed_removed:,} with errors; {reasons}); {free} {human(self.segment_bytes_freed)} of "
             f"segments ({self.segments_deleted:,} deleted, {self.segments_rewritten:,} rewritten, "
             f"{self.segments_busy:,} busy) and {self.payloads_removed:,} payloads "
             f"({human(self.payload_bytes_removed)}); data {human(self.data_bytes_before)} -> "

@@ -64,6 +64,48 @@ def test_list_show_and_failed_filter(recorder: Recorder) -> None:
     assert "err: " in out and "agent failed" in out
 
 
+@chronicle.boundary(kind="tool", name="cli.flaky")
+def flaky(attempt: int) -> str:
+    if attempt == 0:
+        raise TimeoutError("first attempt timed out")
+    return "done"
+
+
+@chronicle.boundary(kind="agent", name="cli.retrying")
+def retrying() -> str:
+    try:
+        return flaky(0)
+    except TimeoutError:
+        return flaky(1)  # the run recovers: its root succeeds
+
+
+def test_failed_means_the_run_failed_and_errors_means_any_error(recorder: Recorder) -> None:
+    cli_agent("hello")
+    retrying()
+    with pytest.raises(RuntimeError):
+        cli_agent("boom", fail=True)
+    recorder.config.force_flush()
+    failed, recovered, ok = [t.trace_id for t in recorder.store.list_traces()]
+    store = str(recorder.path)
+
+    def listed(*options: str) -> list[str]:
+        code, out = run("list", "--store", store, "--json", *options)
+        assert code == 0
+        return [json.loads(line)["trace_id"] for line in out.splitlines()]
+
+    assert listed("--failed") == [failed]
+    assert listed("--errors") == [failed, recovered]
+    assert listed() == [failed, recovered, ok]
+    for latest, expected in (("latest-failed", failed), ("latest-error", failed)):
+        code, out = run("show", latest, "--store", store, "--json")
+        assert code == 0 and json.loads(out)["trace_id"] == expected
+    retrying()  # the newest run with an error did not fail
+    recorder.config.force_flush()
+    newest = recorder.store.list_traces(limit=1)[0].trace_id
+    assert json.loads(run("show", "latest-error", "--store", store, "--json")[1])["trace_id"] == newest
+    assert json.loads(run("show", "latest-failed", "--store", store, "--json")[1])["trace_id"] == failed
+
+
 def test_unknown_trace_is_a_clear_error(recorder: Recorder, capsys: pytest.CaptureFixture[str]) -> None:
     cli_agent("x")
     recorder.config.force_flush()
@@ -292,7 +334,7 @@ def test_pull_of_a_trace_with_missing_payloads_writes_it_and_exits_3(
         "--quiet",
         "--json",
     ]
-    code, out, err = run_err(*args, "--store", str(no_local_store))
+    code, out, err = run_err(*args)  # $CHRONICLE_HOME holds no store: no payload is found
     assert code == _commands.EXIT_INCOMPLETE == 3
     assert (tmp_path / "t.jsonl").exists()  # written all the same, to look at
     summary = json.loads(out)
@@ -308,7 +350,7 @@ def test_pull_of_a_trace_with_missing_payloads_writes_it_and_exits_3(
     assert "--allow-incomplete" in err.splitlines()[-1] and "--wait" not in err.splitlines()[-1]  # a file
     assert "warning:" not in err  # the loader's warnings about these payloads are not repeated
 
-    code, out, err = run_err(*args, "--store", str(no_local_store), "--allow-incomplete")
+    code, out, err = run_err(*args, "--allow-incomplete")
     assert code == 0 and json.loads(out)["complete"] is False
     assert sum(line.startswith("warning: incomplete trace: ") for line in err.splitlines()) == 4
 
@@ -498,3 +540,37 @@ def test_pull_from_a_directory_or_glob_of_rotated_files(recorder: Recorder, tmp_
     (tmp_path / "empty" / "notes.txt").write_text("x")
     code, _, err = run_err("pull", tid, "--from", str(tmp_path / "empty"), "-o", str(tmp_path / "u.jsonl"))
     assert code == 2 and "a directory that is not a chronicle store" in err
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["list"],
+        ["show", "latest"],
+        ["show", "latest", "--file", "{file}"],
+        ["show", "latest", "--file", "{file}", "--json"],
+        ["diff", "{file}", "{file}"],
+        ["gen-test", "latest", "--file", "{file}", "--out", "{tmp}/t"],
+        ["view", "latest", "--file", "{file}", "--out", "{tmp}/v.html"],
+        ["pull", "-", "--from", "{file}", "-o", "{tmp}/pulled.jsonl"],
+        ["gc"],
+    ],
+    ids=lambda c: " ".join(c[:2]) + (" --file" if "--file" in c else ""),
+)
+def test_a_store_named_that_does_not_exist_is_an_error_in_every_command(
+    recorder: Recorder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: list[str]
+) -> None:
+    cli_agent("hello")
+    recorder.config.force_flush()
+    trace = chronicle.load_trace(recorder.store, "latest")
+    saved = chronicle.write_trace(trace, tmp_path / "incident.jsonl")
+    monkeypatch.setenv("CHRONICLE_HOME", str(recorder.path))  # a store the command must not fall back to
+    missing = tmp_path / "nonexistent"
+    args = [a.format(file=saved, tmp=tmp_path) for a in command]
+    if args[0] == "pull":
+        args[1] = trace.trace_id
+    code, out, err = run_err(*args, "--store", str(missing))
+    assert code == 2, (out, err)
+    assert f"no chronicle store at {missing}" in err and "--store" in err
+    assert not (tmp_path / "t").exists() and not (tmp_path / "v.html").exists()
+    assert not (tmp_path / "pulled.jsonl").exists()

@@ -36,7 +36,7 @@ def store(tmp_path: Path) -> Path:
 def test_gc_prints_one_line_and_keeps_failures_and_the_sample(store: Path) -> None:
     code, out = run("gc", "--store", str(store), "--success-rate", "0.5", "--grace", "0")
     assert code == 0
-    assert out.count("\n") == 1 and out.startswith("gc: kept 4 traces (2 failed, 0 pending), removed 2 ")
+    assert out.count("\n") == 1 and out.startswith("gc: kept 4 traces (2 with errors, 0 pending), removed 2 ")
     assert trace_ids(store) == {tid(0, False), tid(1, False), tid(10, True), tid(11, True)}
     reader = LocalStore(store)
     assert reader.has_payload(payload(10)[0]) and not reader.has_payload(payload(20)[0])
@@ -91,7 +91,8 @@ def test_gc_defaults_to_a_grace_period(store: Path) -> None:
         (["--success-rate", "1.5"], "--success-rate"),
         (["--max-age", "3 fortnights"], "--max-age"),
         (["--max-size", "lots"], "--max-size"),
-        (["--min-keep-failed-age", "never"], "--min-keep-failed-age"),
+        (["--min-keep-errors-age", "never"], "--min-keep-errors-age"),
+        (["--min-keep-failed-age", "never"], "--min-keep-errors-age"),  # its earlier name
         (["--grace", "soon"], "--grace"),
     ],
 )
@@ -115,7 +116,7 @@ def test_gc_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
 def test_gc_without_a_store_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _ = run("gc", "--store", str(tmp_path))
     assert code == 2
-    assert "no store" in capsys.readouterr().err
+    assert f"no chronicle store at {tmp_path} (--store)" in capsys.readouterr().err
 
 
 def test_gc_defaults_to_the_chronicle_home(store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -130,3 +131,26 @@ def plain_store_lines(monkeypatch: pytest.MonkeyPatch) -> None:
     """These tests read, size or damage segment bytes by hand: the store writes them as plain JSON lines here
     (tests/unit/store/test_compression.py covers the compressed form)."""
     monkeypatch.setenv("CHRONICLE_STORE_COMPRESS", "false")
+
+
+def test_gc_keeps_every_trace_with_errors_and_says_so(tmp_path: Path) -> None:
+    path = tmp_path / "store"
+    writer = LocalStore(path, durable=False)
+    start = time.time_ns() - DAY
+    put(writer, tid(0, sampled=False), start_ns=start, status="ERROR", errors=1)  # a failed run
+    put(writer, tid(1, sampled=False), start_ns=start, status="OK", errors=1)  # a run that recovered from an error
+    put(writer, tid(2, sampled=False), start_ns=start)
+    writer.close()
+    code, out = run("gc", "--store", str(path), "--success-rate", "0", "--grace", "0", "--no-keep-errors", "--dry-run")
+    assert code == 0 and out.startswith("gc (dry run): would keep 0 traces (0 with errors, 0 pending)")
+    code, out = run("gc", "--store", str(path), "--success-rate", "0", "--grace", "0")
+    assert code == 0 and out.startswith("gc: kept 2 traces (2 with errors, 0 pending), removed 1 (0 with errors; ")
+    assert trace_ids(path) == {tid(0, False), tid(1, False)}
+
+
+def test_gc_help_says_it_keeps_traces_with_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        run("gc", "--help")
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--keep-errors, --no-keep-errors" in text and "failure" not in text
+    assert "keep every trace with an error (a failed run, or any span that ended with ERROR status" in text

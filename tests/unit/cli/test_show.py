@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextvars
 import json
+import threading
+import time
 from decimal import Decimal
 from typing import Any
 
 import orjson
 import pytest
 
+import chronicle_otel as chronicle
 from chronicle_otel.cli import _render
 from chronicle_otel.codec import encode
 from tests.conftest import Recorder
-from tests.unit.agents import Channel, Refund, record_support
+from tests.unit.agents import Channel, Refund, record, record_support
 from tests.unit.cli.command import TTY, run
 
 
@@ -130,3 +135,52 @@ def test_render_cuts_or_breaks_long_values() -> None:
     assert lines[0] == "{" and lines[-1] == "}" and all(len(x) <= 100 for x in lines if "xxx" not in x)
     assert "    'text': '" + "x" * 500 + "'," in lines
     assert rendered({"a": 1}, width=None, args=True) == ["a=1"]
+
+
+_PARALLEL: dict[str, Any] = {}
+
+
+@chronicle.boundary(kind="tool", name="cli.lookup")
+def _lookup() -> str:
+    _PARALLEL["lookup started"].set()
+    _PARALLEL["both started"].wait()  # both tools have started before either calls its child
+    return _fetch("order")
+
+
+@chronicle.boundary(kind="tool", name="cli.policy")
+def _policy() -> str:
+    _PARALLEL["both started"].wait()
+    time.sleep(0.05)  # its child starts after the other tool's child
+    return _fetch("policy")
+
+
+@chronicle.boundary(kind="tool", name="cli.fetch")
+def _fetch(what: str) -> str:
+    return what
+
+
+@chronicle.boundary(kind="agent", name="cli.parallel")
+def _parallel() -> list[str]:
+    """Two tools in a thread pool, started in turn, each with a child call: the lines in start order are
+    parallel, lookup, policy, fetch (of lookup), fetch (of policy)."""
+    _PARALLEL.update({"lookup started": threading.Event(), "both started": threading.Barrier(2)})
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        lookup = pool.submit(contextvars.copy_context().run, _lookup)
+        _PARALLEL["lookup started"].wait()
+        policy = pool.submit(contextvars.copy_context().run, _policy)
+        return [lookup.result(), policy.result()]
+
+
+def test_the_tree_nests_children_of_parallel_calls_under_their_parent(recorder: Recorder) -> None:
+    record(recorder, _parallel)
+    code, out, _ = run("show", "latest", "--store", str(recorder.path))
+    assert code == 0
+    calls = [line for line in out.splitlines() if "cli." in line and " in : " not in line and " out: " not in line]
+    names = [(len(line) - len(line.lstrip()), line.split()[1]) for line in calls]
+    assert names == [
+        (0, "cli.parallel[0]"),
+        (2, "cli.lookup[0]"),
+        (4, "cli.fetch[0]"),
+        (2, "cli.policy[0]"),
+        (4, "cli.fetch[0]"),
+    ]

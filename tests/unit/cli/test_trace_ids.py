@@ -58,7 +58,7 @@ def test_what_is_not_a_trace_id_is_said_so(recorder: Recorder) -> None:
         code, _, err = run("show", given, "--store", str(recorder.path))
         assert code == 2, given
         assert "is not a trace id: give 32 hex digits, a unique prefix of at least 4" in err
-        assert "'latest' or 'latest-failed'" in err
+        assert "'latest', 'latest-failed' or 'latest-error'" in err
     code, _, err = run("show", "0000", "--store", str(recorder.path))
     assert code == 2 and "trace 0000 not found" in err
     with pytest.raises(TraceNotFoundError):

@@ -188,9 +188,12 @@ def test_cli_latest_skips_replays_and_show_labels_one(recorder: Recorder, runs: 
         assert "agent     run_agent[0]" in out
 
 
-def test_a_replay_saved_to_a_file_is_still_labelled(recorder: Recorder, runs: Runs, tmp_path: Path) -> None:
+def test_a_replay_saved_to_a_file_is_still_labelled(
+    recorder: Recorder, runs: Runs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = chronicle.write_trace(chronicle.load_trace(recorder.store, runs.ok_replay), tmp_path / "replay.jsonl")
-    code, out = cli("show", "latest", "--file", str(path), "--store", str(tmp_path / "nowhere"))
+    monkeypatch.setenv("CHRONICLE_HOME", str(tmp_path / "nowhere"))  # the file alone: no local store
+    code, out = cli("show", "latest", "--file", str(path))
     assert code == 0
     assert out.splitlines()[0].startswith(f"trace {runs.ok_replay}  replay of {runs.ok}  (")
 
