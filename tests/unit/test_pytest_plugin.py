@@ -164,7 +164,7 @@ def test_traces_directory_option_and_usage_errors(project: pytest.Pytester) -> N
 
 
 def test_markers_shows_the_whole_marker_description(pytester: pytest.Pytester) -> None:
-    result = pytester.runpytest("--markers")  # the plugin loads through its entry point
+    result = pytester.runpytest("--markers", "-p", "no:asyncio")  # the plugin loads through its entry point
     line = next(line for line in result.outlines if "chronicle_replay" in line)
     assert line.startswith("@pytest.mark.chronicle_replay(source, trace_id=None, stub=..., live=(), ...): replay ")
     assert "(default: every 'kind:llm' call)" in line
