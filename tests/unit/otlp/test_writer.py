@@ -4,10 +4,11 @@ shapes below, and generated ones (every attribute value type, events, links, sta
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections import OrderedDict
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Final
 
 import orjson
 import pytest
@@ -212,6 +213,14 @@ def _contexts(draw: st.DrawFn, trace_id: int | None = None) -> SpanContext:
     )
 
 
+# Nested values (maps, lists of maps) in bounded attributes: SDK 1.34 and newer; older SDKs drop them, as they would.
+_EXTENDED: Final[dict[str, bool]] = (
+    {"extended_attributes": True}
+    if "extended_attributes" in inspect.signature(BoundedAttributes.__init__).parameters
+    else {}
+)
+
+
 @st.composite
 def _sdk_spans(draw: st.DrawFn) -> ReadableSpan:
     """A finished span as the exporter may get it: from the SDK's tracer (plain attributes, bounded ones with a
@@ -219,7 +228,7 @@ def _sdk_spans(draw: st.DrawFn) -> ReadableSpan:
     trace_id = draw(st.integers(min_value=1, max_value=2**128 - 1))
     attrs: Any = draw(_attributes)
     if draw(st.booleans()):
-        bounded = BoundedAttributes(draw(st.integers(0, 6)), immutable=False, extended_attributes=True)
+        bounded = BoundedAttributes(draw(st.integers(0, 6)), immutable=False, **_EXTENDED)
         for key, value in attrs.items():
             bounded[key] = value
         attrs = bounded
