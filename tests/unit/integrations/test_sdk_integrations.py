@@ -688,3 +688,34 @@ def test_an_exception_override_of_an_sdk_stream_is_raised_where_the_sdk_raises_i
     with chronicle.replay(trace, override={key: [TimeoutError] for key in keys[:2]}) as run:
         assert run.rerun() == ["TimeoutError  at item", "TimeoutError  at item", "helper events"]
     assert run.report.ok, run.report
+
+
+def test_a_generated_test_with_an_exception_override_of_a_stream_raises_it(
+    recorder: Recorder, servers: tuple[LLMServer, LLMServer], instrumented: None, tmp_path: Path
+) -> None:
+    import subprocess
+    import sys
+
+    from chronicle_otel.cli import main
+
+    oa, an = servers
+    _, trace = _record_sync(recorder, oa, an)
+    out = tmp_path / "regressions"
+    override = "openai.chat.completions.create[1]=TimeoutError('t')"
+    code = main(["gen-test", trace.trace_id, "--store", str(recorder.path), "--out", str(out), "--override", override])
+    assert code == 0
+    test_file = next(out.glob("test_*.py"))
+    repo = Path(__file__).resolve().parents[3]
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", str(test_file), "-q", "-p", "no:cacheprovider", "--rootdir", str(out)],
+        cwd=repo,
+        env={k: v for k, v in os.environ.items() if not k.startswith(("CHRONICLE_", "OTEL_"))}
+        | {"PYTHONPATH": str(repo), "CHRONICLE_HOME": str(tmp_path / "home")},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    output = result.stdout + result.stderr
+    assert "must be the list of items" not in output, output
+    assert "TimeoutError: t" in output, output  # the agent's create(stream=True) raised it: the test fails there
