@@ -127,6 +127,8 @@ class Answers:
             except ReplayError:
                 was = f"recorded {describe(rec)}"
             now = f"now raises {short_repr(error)}" if error is not None else f"now {short_repr(output)}"
+            if output is not None and error is not None:  # a stream's items, then its error
+                now = f"now {short_repr(output)}, then raises {short_repr(error)}"
             self._report.overrides.append(
                 Finding(FindingKind.OVERRIDE, rec.call_key, f"answered by override {text!r}", (was, now))
             )

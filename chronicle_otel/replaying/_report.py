@@ -5,13 +5,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator
 from enum import Enum
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
 from .._api import publish
 from .._assembled import assemble, diff_messages
-from ..codec import upgrade_encoding
+from ..codec import TAG, upgrade_encoding, with_classes
 from ..errors import CodecError
 from ..model import format_key
 
@@ -21,27 +21,104 @@ _MAX_DIFFS = 12
 def json_diff(
     recorded: Any, actual: Any, path: str = "$", labels: tuple[str, str] = ("recorded", "now")
 ) -> Iterator[str]:
-    """Readable differences between two JSON trees: ``$.order.data.quantity: recorded 1000 != now 5``.
+    """Readable differences between two JSON trees: ``$.order.quantity: recorded 1000 != now 5``.
 
-    ``labels`` name the two sides (``("in a", "in b")`` compares two traces).
+    ``labels`` name the two sides (``("in a", "in b")`` compares two traces). A path names the values' own fields and
+    items: the codec's tagged objects (a dataclass, a pydantic model, a tuple, an exception) are walked through, not
+    named (``$[3].choices[0].delta``, not ``$[3].data.choices[0].data.delta``).
     """
     old, new = labels
-    if isinstance(recorded, dict) and isinstance(actual, dict):
-        for key in sorted(set(recorded) | set(actual), key=str):
-            sub = f"{path}.{key}"
-            if key not in actual:
-                yield f"{sub}: {old} {short(recorded[key])}, {new} missing"
-            elif key not in recorded:
-                yield f"{sub}: not {old}, {new} {short(actual[key])}"
-            else:
-                yield from json_diff(recorded[key], actual[key], sub, labels)
+    if isinstance(recorded, dict) and isinstance(actual, dict) and (TAG in recorded or TAG in actual):
+        yield from _tagged_diff(recorded, actual, path, labels)
+    elif isinstance(recorded, dict) and isinstance(actual, dict):
+        yield from _mapping_diff(recorded, actual, path, labels)
     elif isinstance(recorded, list) and isinstance(actual, list):
+        recorded, actual = with_classes(recorded), with_classes(actual)  # a run of models names its class once
         for i, (r, a) in enumerate(zip(recorded, actual)):  # noqa: B905 - lengths compared below
             yield from json_diff(r, a, f"{path}[{i}]", labels)
         if len(recorded) != len(actual):
             yield f"{path}: {old} {len(recorded)} items, {new} {len(actual)}"
     elif recorded != actual or type(recorded) is not type(actual):
         yield f"{path}: {old} {short(recorded)} != {new} {short(actual)}"
+
+
+def _mapping_diff(
+    recorded: dict[str, Any], actual: dict[str, Any], path: str, labels: tuple[str, str], keyed: bool = False
+) -> Iterator[str]:
+    old, new = labels
+    for key in sorted(set(recorded) | set(actual), key=str):
+        sub = f"{path}[{key}]" if keyed else f"{path}.{key}"
+        if key not in actual:
+            yield f"{sub}: {old} {short(recorded[key])}, {new} missing"
+        elif key not in recorded:
+            yield f"{sub}: not {old}, {new} {short(actual[key])}"
+        else:
+            yield from json_diff(recorded[key], actual[key], sub, labels)
+
+
+_FIELDS: Final = {"dataclass": "data", "namedtuple": "data", "custom": "data", "pydantic": "fields"}
+"""The key that holds the fields of a tagged object, by tag."""
+
+
+def _contents(node: dict[str, Any]) -> tuple[str, Any, Any] | None:
+    """A tagged value's tag, class and own fields (a dict) or items (a list); None for a value compared whole (a
+    datetime, an enum, a placeholder)."""
+    tag = node.get(TAG)
+    if not isinstance(tag, str):
+        return None
+    cls = node.get("class")
+    if tag in _FIELDS:
+        fields = node.get(_FIELDS[tag])
+        private = node.get("private")
+        if tag == "pydantic" and isinstance(fields, dict) and isinstance(private, dict):
+            fields = {**fields, **private}  # private attributes start with "_": no field has their names
+        return tag, cls, fields
+    if tag == "exception":
+        attrs = node.get("attrs")
+        return tag, cls, {"message": node.get("message"), "args": node.get("args"), **(attrs or {})}
+    if tag in ("tuple", "set", "frozenset", "dict"):
+        items = node.get("items")
+        if tag == "dict" and isinstance(items, list):  # keys that are not strings: each written as its JSON
+            try:
+                return tag, cls, {short(pair[0], 10_000): pair[1] for pair in items}
+            except (TypeError, IndexError, KeyError):
+                return tag, cls, items
+        return tag, cls, items
+    return None
+
+
+def _scalar(node: Any) -> Any:
+    """A tagged scalar as its text (a Decimal's ``"49.99"``, a datetime's ISO text, an enum's ``Side.BUY``); None
+    for other values."""
+    if not isinstance(node, dict):
+        return node
+    tag = node.get(TAG)
+    if tag == "enum" and isinstance(node.get("class"), str):
+        return f"{node['class'].rsplit('.', 1)[-1]}.{node.get('name')}"
+    for key in ("value", "iso"):
+        if key in node and tag not in _FIELDS and isinstance(node[key], str):
+            return node[key]
+    return None
+
+
+def _tagged_diff(recorded: dict[str, Any], actual: dict[str, Any], path: str, labels: tuple[str, str]) -> Iterator[str]:
+    """Two values one of which at least the codec tagged: their fields compared under ``path`` itself when they are
+    objects of one kind (a changed class said first), else the values compared whole."""
+    old, new = labels
+    r, a = _contents(recorded), _contents(actual)
+    if r is None or a is None or r[0] != a[0] or type(r[2]) is not type(a[2]):
+        if recorded != actual:
+            shown = _scalar(recorded), _scalar(actual)
+            if shown[0] is None or shown[1] is None or shown[0] == shown[1]:
+                shown = recorded, actual
+            yield f"{path}: {old} {short(shown[0])} != {new} {short(shown[1])}"
+        return
+    if r[1] != a[1]:
+        yield f"{path}: {old} {short(r[1])} != {new} {short(a[1])}"
+    if r[0] == "dict" and isinstance(r[2], dict) and isinstance(a[2], dict):
+        yield from _mapping_diff(r[2], a[2], path, labels, keyed=True)
+    else:
+        yield from json_diff(r[2], a[2], path, labels)
 
 
 def short(value: Any, width: int = 80) -> str:

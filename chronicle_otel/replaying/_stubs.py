@@ -32,7 +32,8 @@ def recorded_answer(rec: Boundary, allow: tuple[str, ...]) -> Answer:
 def override_answer(rec: Boundary, allow: tuple[str, ...], override: Any) -> Answer:
     """A what-if answer: ``override`` itself, or, when it is a function, what it returns given the recorded output
     (the recorded exception for a call that raised; the list of items for a stream). An exception (instance or
-    class) is raised.
+    class) is raised: by a stub of a stream, where the call would raise it (see :func:`stub_body`); a list of items
+    that ends with an exception yields the items before it, then raises it.
 
     For a stream, the answer is the list of items it yields, or, for an LLM's stream, the message they carry (a
     dict such as ``{"content": "…", "tool_calls": [{"name": "place_order", "arguments": {"quantity": 10}}]}``, its
@@ -45,15 +46,12 @@ def override_answer(rec: Boundary, allow: tuple[str, ...], override: Any) -> Ans
         if callable(override) and not isinstance(override, type):
             value = override(_error(rec, allow) if rec.failed and not rec.stream else rec.decode_output(allow))
         if isinstance(value, type) and issubclass(value, BaseException):
-            try:
-                value = value()
-            except Exception as exc:
-                raise ReplayError(
-                    f"the override of {rec.name!r} is the exception class {value.__name__}, which cannot be built "
-                    f"without arguments ({type(exc).__name__}: {exc}); give an instance"
-                ) from None
+            value = _instance(rec, value)
         if isinstance(value, BaseException):
             return None, value
+        if rec.stream and isinstance(value, (list, tuple)) and value and _is_exception(value[-1]):
+            last = value[-1]
+            return list(value[:-1]), last if isinstance(last, BaseException) else _instance(rec, last)
         if rec.stream and isinstance(value, (Assembled, Mapping, str)):
             value = _stream_of(rec, allow, value)
         return value, None
@@ -109,6 +107,10 @@ def stub_body(
     recording's) is computed when the stub runs. A method whose recorded call returned a stream object answers
     with the object its ``stream_adapter`` builds from the recorded items (and error). An async generator whose
     consumer cancelled it awaits ``cancelled`` after the recorded items, to be cancelled again.
+
+    An override that is an exception is raised where the real call raises a failed request: a generator's at its
+    first item; a stream object's at the call (the SDKs send the request there), or, when the stand-in is a manager
+    (``messages.stream(...)``), on entering its block.
     """
     get = answer if answer is not None else recorded_answer(rec, allow)
     if rec.stream and shape in ("sync", "async"):  # a function that returned a stream object
@@ -170,12 +172,16 @@ def stub_body(
 def _stream_stand_in(shape: Shape, rec: Boundary, get: Answer, adapter: Any, overridden: bool) -> Callable[..., Any]:
     def build(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         value, error = get()
-        items = stream_items(rec, value, overridden)
+        at_call = overridden and value is None and error is not None  # an override that is an exception
+        items = [] if at_call else stream_items(rec, value, overridden)
         state = rec.stream_state if rec.stream_state in ("complete", "abandoned", "error") else None
         if overridden:  # the override is the whole stream
             state = "error" if error is not None else "complete"
         replayed = StreamReplay(items, error, state, shape == "async", args, dict(kwargs))  # type: ignore[arg-type]
-        return adapter.stand_in(replayed)
+        stand_in = adapter.stand_in(replayed)
+        if at_call and error is not None and _read_directly(stand_in):
+            raise error  # the SDK sends the request at the call: a connection error or timeout is raised there
+        return stand_in  # a manager (messages.stream(...)) sends it on entering its block: it raises there
 
     if shape == "async":
 
@@ -192,6 +198,27 @@ def _stream_stand_in(shape: Shape, rec: Boundary, get: Answer, adapter: Any, ove
 
 _GENERIC = StreamAdapter(is_stream=lambda value: False)
 """The stand-in of a stream object a boundary returned with no adapter of its own: a ``ReplayedStream``."""
+
+
+def _read_directly(stand_in: Any) -> bool:
+    """Whether a stream's stand-in is the stream itself (iterated at once), not a manager whose ``with`` block
+    sends the request."""
+    cls = type(stand_in)
+    return hasattr(cls, "__iter__") or hasattr(cls, "__aiter__") or hasattr(cls, "__next__")
+
+
+def _is_exception(value: Any) -> bool:
+    return isinstance(value, BaseException) or (isinstance(value, type) and issubclass(value, BaseException))
+
+
+def _instance(rec: Boundary, cls: type[BaseException]) -> BaseException:
+    try:
+        return cls()
+    except Exception as exc:
+        raise ReplayError(
+            f"the override of {rec.name!r} is the exception class {cls.__name__}, which cannot be built "
+            f"without arguments ({type(exc).__name__}: {exc}); give an instance"
+        ) from None
 
 
 def stream_items(rec: Boundary, value: Any, overridden: bool) -> list[Any]:

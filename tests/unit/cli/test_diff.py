@@ -26,7 +26,7 @@ def test_two_traces_changed_added_and_missing(recorder: Recorder) -> None:
     assert "      $.question: in a 'refund please' != in b 'refund me now'" in out
     assert "- missing  tool      cli.support[0] > cli.refund[1]" in out
     assert "    error: in a -, in b RefundError('amount 500 too large')" in out
-    assert "    input: $.amount.value: in a '49.99' != in b '500'" in out
+    assert "    input: $.amount: in a '49.99' != in b '500'" in out
     assert "~ changed  retrieval" not in out  # the same query, the same documents
     assert lines[-1] == "different: 1 call the same, 3 changed, 0 added, 1 missing"
     code, out, _ = run("diff", b, a, "--store", str(recorder.path))
@@ -77,7 +77,7 @@ def test_the_changes_of_a_replay_read_recorded_and_now(recorder: Recorder, monke
     recorder.config.force_flush()
     code, out, _ = run("diff", recorded, "--store", str(recorder.path))
     assert code == 1
-    assert "$.data.note: recorded 'ok' != now 'changed'" in out
+    assert "$.note: recorded 'ok' != now 'changed'" in out
 
 
 def _note_changed(self: agents.Refund, refunded: object, note: str, channel: object = None) -> None:

@@ -609,3 +609,128 @@ def test_the_network_guard_refuses_a_live_sdk_call_and_names_its_boundary(
     network = [f for f in run.report.divergences if f.kind == "network"]
     assert network and network[0].call_key[-1][0].startswith("openai.")
     assert not run.report.ok
+
+
+def _where(stage: list[str], exc: BaseException) -> str:
+    return f"{type(exc).__name__} {exc} at {stage[0]}"
+
+
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+def test_an_exception_override_of_an_sdk_stream_is_raised_where_the_sdk_raises_it(
+    recorder: Recorder, servers: tuple[LLMServer, LLMServer], instrumented: None, is_async: bool
+) -> None:
+    import anthropic
+    import openai
+
+    oa, an = servers
+    oa.reply_with(Reply("one two three"))
+    an.reply_with(Reply("raw events"), Reply("helper events"))
+    messages = [{"role": "user", "content": "hi"}]
+
+    def sync_calls(openai_url: str, anthropic_url: str) -> list[str]:
+        client = openai.OpenAI(base_url=f"{openai_url}/v1", api_key="k", max_retries=0)
+        claude = anthropic.Anthropic(base_url=anthropic_url, api_key="k", max_retries=0)
+        out = []
+        for call in ("openai", "anthropic", "helper"):
+            stage = ["call"]
+            try:
+                if call == "helper":
+                    manager = claude.messages.stream(model="c", max_tokens=10, messages=messages)
+                    stage[0] = "enter"
+                    with manager as helper:
+                        stage[0] = "item"
+                        out.append(helper.get_final_text())
+                    continue
+                if call == "openai":
+                    stream: Any = client.chat.completions.create(model="m", messages=messages, stream=True)
+                else:
+                    stream = claude.messages.create(model="c", max_tokens=10, messages=messages, stream=True)
+                stage[0] = "item"
+                out.append(str(len(list(stream))))
+            except TimeoutError as exc:
+                out.append(_where(stage, exc))
+        client.close()
+        claude.close()
+        return out
+
+    async def async_calls(openai_url: str, anthropic_url: str) -> list[str]:
+        client = openai.AsyncOpenAI(base_url=f"{openai_url}/v1", api_key="k", max_retries=0)
+        claude = anthropic.AsyncAnthropic(base_url=anthropic_url, api_key="k", max_retries=0)
+        out = []
+        for call in ("openai", "anthropic", "helper"):
+            stage = ["call"]
+            try:
+                if call == "helper":
+                    manager = claude.messages.stream(model="c", max_tokens=10, messages=messages)
+                    stage[0] = "enter"
+                    async with manager as helper:
+                        stage[0] = "item"
+                        out.append(await helper.get_final_text())
+                    continue
+                if call == "openai":
+                    stream: Any = await client.chat.completions.create(model="m", messages=messages, stream=True)
+                else:
+                    stream = await claude.messages.create(model="c", max_tokens=10, messages=messages, stream=True)
+                stage[0] = "item"
+                out.append(str(len([item async for item in stream])))
+            except TimeoutError as exc:
+                out.append(_where(stage, exc))
+        await client.close()
+        await claude.close()
+        return out
+
+    if is_async:
+
+        @chronicle.boundary(kind="agent", name="sdk_agent.streams")
+        def streams(openai_url: str, anthropic_url: str) -> list[str]:
+            return asyncio.run(async_calls(openai_url, anthropic_url))
+    else:
+
+        @chronicle.boundary(kind="agent", name="sdk_agent.streams")
+        def streams(openai_url: str, anthropic_url: str) -> list[str]:
+            return sync_calls(openai_url, anthropic_url)
+
+    recorded = streams(oa.url, an.url)
+    assert recorded[2] == "helper events" and not any("Timeout" in r for r in recorded)
+    trace = chronicle.load_trace(recorder.path, "latest")
+    keys = ("openai.chat.completions.create[0]", "anthropic.messages.create[0]", "anthropic.messages.stream[0]")
+
+    # an exception: raised where the SDK raises a connection error or a timeout (the call; entering the block)
+    with chronicle.replay(trace, override=dict.fromkeys(keys, TimeoutError("t"))) as run:
+        assert run.rerun() == ["TimeoutError t at call", "TimeoutError t at call", "TimeoutError t at enter"]
+    assert len(run.report.overrides) == 3 and run.report.ok, run.report
+    # asked for at the first item: a list of the items (none) and the exception after them
+    with chronicle.replay(trace, override={key: [TimeoutError] for key in keys[:2]}) as run:
+        assert run.rerun() == ["TimeoutError  at item", "TimeoutError  at item", "helper events"]
+    assert run.report.ok, run.report
+
+
+def test_a_generated_test_with_an_exception_override_of_a_stream_raises_it(
+    recorder: Recorder, servers: tuple[LLMServer, LLMServer], instrumented: None, tmp_path: Path
+) -> None:
+    import subprocess
+    import sys
+
+    from chronicle_otel.cli import main
+
+    oa, an = servers
+    _, trace = _record_sync(recorder, oa, an)
+    out = tmp_path / "regressions"
+    override = "openai.chat.completions.create[1]=TimeoutError('t')"
+    code = main(["gen-test", trace.trace_id, "--store", str(recorder.path), "--out", str(out), "--override", override])
+    assert code == 0
+    test_file = next(out.glob("test_*.py"))
+    repo = Path(__file__).resolve().parents[3]
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", str(test_file), "-q", "-p", "no:cacheprovider", "--rootdir", str(out)],
+        cwd=repo,
+        env={k: v for k, v in os.environ.items() if not k.startswith(("CHRONICLE_", "OTEL_"))}
+        | {"PYTHONPATH": str(repo), "CHRONICLE_HOME": str(tmp_path / "home")},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    output = result.stdout + result.stderr
+    assert "must be the list of items" not in output, output
+    assert "TimeoutError: t" in output, output  # the agent's create(stream=True) raised it: the test fails there

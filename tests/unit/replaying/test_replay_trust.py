@@ -517,6 +517,23 @@ def test_stream_overrides_and_reading_past_a_recording(recorder: Recorder) -> No
     assert "past-recording" in [f.kind for f in run.report.divergences]
 
 
+def test_a_stream_override_ending_with_an_exception_raises_it_after_the_items(recorder: Recorder) -> None:
+    trace = record(recorder, streamer, "a b c")
+    with (
+        chronicle.replay(trace, override={"trust.tokens": ["x", ValueError("cut")]}) as run,
+        pytest.raises(ValueError, match="cut"),
+    ):
+        run.rerun()
+    assert run.report.overrides[0].details[1] == "now ['x'], then raises ValueError('cut')"
+    with (
+        chronicle.replay(trace, override={"trust.tokens": ["x", "y", TimeoutError]}) as run,
+        pytest.raises(TimeoutError),
+    ):
+        run.rerun()
+    with chronicle.replay(trace, override={"trust.tokens": ["x", "y", TimeoutError]}) as run:
+        assert run.rerun(read=1) == ["x"], "a consumer that stops before the error does not see it"
+
+
 def test_a_refusal_outside_every_boundary_is_said_so(recorder: Recorder) -> None:
     import socket
 
