@@ -21,9 +21,9 @@ guard off for the whole run (``block_network=`` on a marker still wins).
 
 Drift is never silent, whether the test passes or fails: after the tests, a ``chronicle replay drift`` section lists
 each replayed test whose report has divergences, drift or changes (by boundary, with the first lines of each diff);
-the JUnit XML has them as properties (``chronicle.drift``, the count, and one ``chronicle.<kind>`` per finding);
-``--chronicle-report PATH`` writes every replayed test's report as JSON; and a passing test whose report has drift
-issues a :class:`~chronicle_otel.ChronicleWarning`, shown in pytest's warnings summary.
+the JUnit XML has them as properties (``chronicle_replay.drift``, the count, and one ``chronicle_replay.<kind>`` per
+finding); ``--chronicle-report PATH`` writes every replayed test's report as JSON; and a passing test whose report has
+drift issues a :class:`~chronicle_otel.ChronicleWarning`, shown in pytest's warnings summary.
 
 Configuration (command line, then ini, then environment):
     ``--chronicle-payloads`` / ``chronicle_payloads`` / ``$CHRONICLE_PAYLOADS``: the shared payload store
@@ -255,12 +255,12 @@ def _conclude(item: pytest.Item, run: ReplayRun) -> None:
         "findings": [finding for name in _DRIFT_SECTIONS for finding in data[name]],
         **data,
     }
-    item.user_properties.append(("chronicle.drift", str(len(findings))))
+    item.user_properties.append(("chronicle_replay.drift", str(len(findings))))
     for finding in findings:
         text = f"{format_key(finding.call_key)}: {finding.message}"
         if finding.details:
             text += f" ({finding.details[0]})"
-        item.user_properties.append((f"chronicle.{finding.kind}", text))
+        item.user_properties.append((f"chronicle_replay.{finding.kind}", text))
     _warn_drift(item, report)
 
 

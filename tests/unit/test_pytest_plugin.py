@@ -227,10 +227,10 @@ def test_drift_of_a_passing_test_is_summed_up_warned_and_reported(project: pytes
         case.get("name"): [(p.get("name"), p.get("value")) for p in case.iter("property")]
         for case in suite.iter("testcase")
     }
-    assert properties["test_unchanged"] == [("chronicle.drift", "0")]
+    assert properties["test_unchanged"] == [("chronicle_replay.drift", "0")]
     drifted = properties["test_prompt_changed"]
-    assert drifted[0] == ("chronicle.drift", "1")
-    assert drifted[1][0] == "chronicle.input-drift"
+    assert drifted[0] == ("chronicle_replay.drift", "1")
+    assert drifted[1][0] == "chronicle_replay.input-drift"
     assert drifted[1][1].startswith("plug.run[0] > plug.plan[0]: ")
 
     entries = json.loads((project.path / "out" / "report.json").read_text())
@@ -274,3 +274,22 @@ def test_no_drift_section_when_nothing_drifted(project: pytest.Pytester) -> None
     assert "chronicle replay drift" not in result.stdout.str()
     entries = json.loads((project.path / "report.json").read_text())
     assert [(e["test"], e["findings"]) for e in entries] == [("test_inner.py::test_unchanged", [])]
+
+
+def test_drift_of_xdist_workers_is_summed_up_by_the_controller(project: pytest.Pytester) -> None:
+    pytest.importorskip("xdist")
+    project.makepyfile(test_inner=DRIFTING)
+    result = project.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2", "--chronicle-report=report.json")
+    result.assert_outcomes(passed=2, warnings=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*= chronicle replay drift =*",
+            "test_inner.py::test_prompt_changed: 1 finding",
+            "1 of 2 replayed tests drifted",
+        ]
+    )
+    entries = json.loads((project.path / "report.json").read_text())
+    assert sorted((e["test"], len(e["findings"])) for e in entries) == [
+        ("test_inner.py::test_prompt_changed", 1),
+        ("test_inner.py::test_unchanged", 0),
+    ]
