@@ -145,15 +145,20 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
-    """When the test body has passed, complete the replay report: a failing one fails the test, not its teardown."""
+    """When the test body has passed, complete the replay report: a failing one fails the test, not its teardown.
+
+    Drift in a passing one is warned here, within the test: under filterwarnings ``error`` the test itself fails.
+    """
     yield
     run = item.stash.get(_RUN, None)
-    if run is not None and item.stash.get(_CHECK, False):
+    if run is None:
+        return
+    if item.stash.get(_CHECK, False):
         report = run.finish()
         if not report.ok:
             item.stash[_FAILED] = True
             pytest.fail(f"the replay diverged from the recording:\n{report}", False)
-        _warn_drift(item, report)  # in the call phase: under filterwarnings "error", the test itself fails
+    _warn_drift(item, run.report)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -273,6 +278,7 @@ class _DriftSummary:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.entries: list[dict[str, Any]] = []
+        self.error: str | None = None
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         entry = getattr(report, _REPORT_ATTRIBUTE, None)
@@ -282,10 +288,15 @@ class _DriftSummary:
     def pytest_sessionfinish(self) -> None:
         path = self.config.getoption("chronicle_report", default=None)
         if path:
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-            Path(path).write_bytes(orjson.dumps(self.entries, option=orjson.OPT_INDENT_2))
+            try:
+                Path(path).parent.mkdir(parents=True, exist_ok=True)
+                Path(path).write_bytes(orjson.dumps(self.entries, option=orjson.OPT_INDENT_2))
+            except OSError as exc:  # said in the summary (which comes after): the run's outcome stands
+                self.error = f"--chronicle-report {path}: not written: {exc.strerror or exc}"
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.error:
+            terminalreporter.write_line(self.error, red=True)
         drifted = [entry for entry in self.entries if entry["findings"]]
         if not drifted:
             return

@@ -193,6 +193,9 @@ def test_unchanged(chronicle_replay):
 """
 
 
+UNCHANGED = DRIFTING.split("@pytest.mark")[0] + "@pytest.mark" + DRIFTING.split("@pytest.mark")[2]
+"""The test of ``DRIFTING`` that does not drift, alone."""
+
 _SHOWN = "always::chronicle_otel.ChronicleWarning"
 
 
@@ -266,9 +269,7 @@ def test_a_drift_warning_under_filterwarnings_error_fails_the_test_itself(projec
 
 
 def test_no_drift_section_when_nothing_drifted(project: pytest.Pytester) -> None:
-    project.makepyfile(
-        test_inner=DRIFTING.split("@pytest.mark", 1)[0] + "@pytest.mark" + DRIFTING.split("@pytest.mark")[2]
-    )
+    project.makepyfile(test_inner=UNCHANGED)
     result = project.runpytest("-p", "no:cacheprovider", "--chronicle-report=report.json")
     result.assert_outcomes(passed=1)
     assert "chronicle replay drift" not in result.stdout.str()
@@ -293,3 +294,11 @@ def test_drift_of_xdist_workers_is_summed_up_by_the_controller(project: pytest.P
         ("test_inner.py::test_prompt_changed", 1),
         ("test_inner.py::test_unchanged", 0),
     ]
+
+
+def test_a_report_that_cannot_be_written_is_said(project: pytest.Pytester) -> None:
+    project.makepyfile(test_inner=UNCHANGED)
+    (project.path / "taken").write_text("a file, not a directory")
+    result = project.runpytest("-p", "no:cacheprovider", "--chronicle-report=taken/report.json")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["--chronicle-report taken/report.json: not written: *"])
