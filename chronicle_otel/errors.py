@@ -13,7 +13,7 @@ The hierarchy::
         ├── ReplayDivergence           a replayed call does not match the recording
         └── NetworkBlockedError        a replay tried to reach a host outside its allow-list (not an OSError)
 
-    ChronicleWarning(UserWarning)      misuse found when decorating
+    ChronicleWarning(UserWarning)      misuse found when decorating; drift of a passing replayed test
 
 Every error also inherits the builtin that callers already catch, so ``except ValueError`` keeps working.
 Replay errors stand alone; :class:`NetworkBlockedError` in particular is no ``OSError``, so that network clients'
@@ -47,7 +47,10 @@ class ChronicleError(Exception):
 
 
 class ChronicleWarning(UserWarning):
-    """Misuse that chronicle_otel can work around, found when decorating or configuring."""
+    """Misuse that chronicle_otel can work around, found when decorating or configuring.
+
+    Also the drift of a passing ``chronicle_replay`` test: its stubbed calls answered although their inputs changed.
+    """
 
 
 class ConfigError(ChronicleError, ValueError):

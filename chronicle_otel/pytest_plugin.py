@@ -19,6 +19,12 @@ The network is blocked during the test (``block_network=True``): only this machi
 to reach anything else fails the test, naming the boundary that made it. ``--chronicle-allow-network`` turns the
 guard off for the whole run (``block_network=`` on a marker still wins).
 
+Drift is never silent, whether the test passes or fails: after the tests, a ``chronicle replay drift`` section lists
+each replayed test whose report has divergences, drift or changes (by boundary, with the first lines of each diff);
+the JUnit XML has them as properties (``chronicle_replay.drift``, the count, and one ``chronicle_replay.<kind>`` per
+finding); ``--chronicle-report PATH`` writes every replayed test's report as JSON; and a passing test whose report has
+drift issues a :class:`~chronicle_otel.ChronicleWarning`, shown in pytest's warnings summary.
+
 Configuration (command line, then ini, then environment):
     ``--chronicle-payloads`` / ``chronicle_payloads`` / ``$CHRONICLE_PAYLOADS``: the shared payload store
     (``s3://bucket/prefix``) for payloads cut on spans.
@@ -31,15 +37,19 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import warnings
 from collections.abc import Generator, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
+import orjson
 import pytest
 
 from . import environment_variables as env
+from .errors import ChronicleWarning
 from .load import load_trace
-from .replaying import ReplayOptions, ReplayRun, replay
+from .model import format_key
+from .replaying import Finding, ReplayOptions, ReplayReport, ReplayRun, replay
 from .store.reader import is_store
 
 __all__ = ["chronicle_replay"]
@@ -47,6 +57,16 @@ __all__ = ["chronicle_replay"]
 _RUN = pytest.StashKey[ReplayRun]()
 _FAILED = pytest.StashKey[bool]()
 _CHECK = pytest.StashKey[bool]()
+_SOURCE = pytest.StashKey[str]()
+_WARNED = pytest.StashKey[bool]()
+_ENTRY = pytest.StashKey[dict[str, Any]]()
+
+_DRIFT_SECTIONS: Final = ("divergences", "drift", "changes")
+"""The report's lists counted as a test's drift (overrides are asked for, session variables are information)."""
+_SHOWN_LINES: Final = 3
+"""The lines of each finding's diff shown in the terminal summary."""
+_REPORT_ATTRIBUTE: Final = "chronicle_replay"
+"""The attribute of a test's teardown report holding its replay entry (carried to the xdist controller)."""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -69,6 +89,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=False,
         help="let chronicle_replay tests reach hosts other than this machine (the network guard is off)",
     )
+    group.addoption(
+        "--chronicle-report",
+        dest="chronicle_report",
+        metavar="PATH",
+        help="write the replay report of every chronicle_replay test to PATH as a JSON list",
+    )
     parser.addini("chronicle_store", "payload store directory for chronicle_replay tests", default="")
     parser.addini("chronicle_payloads", "payload store (s3://bucket/prefix) for chronicle_replay tests", default="")
     parser.addini("chronicle_traces", "directory of trace files for chronicle_replay tests", default="")
@@ -82,6 +108,8 @@ def pytest_configure(config: pytest.Config) -> None:
         "the calls stub selects (default: every 'kind:llm' call) answered from it; the chronicle_replay fixture is "
         "the active run",
     )
+    if not hasattr(config, "workerinput"):  # an xdist worker sends its reports to the controller, which sums them up
+        config.pluginmanager.register(_DriftSummary(config), "chronicle_drift_summary")
 
 
 def _option(config: pytest.Config, name: str, env_var: str | None = None) -> str | None:
@@ -117,14 +145,20 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
-    """When the test body has passed, complete the replay report: a failing one fails the test, not its teardown."""
+    """When the test body has passed, complete the replay report: a failing one fails the test, not its teardown.
+
+    Drift in a passing one is warned here, within the test: under filterwarnings ``error`` the test itself fails.
+    """
     yield
     run = item.stash.get(_RUN, None)
-    if run is not None and item.stash.get(_CHECK, False):
+    if run is None:
+        return
+    if item.stash.get(_CHECK, False):
         report = run.finish()
         if not report.ok:
             item.stash[_FAILED] = True
             pytest.fail(f"the replay diverged from the recording:\n{report}", False)
+    _warn_drift(item, run.report)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -138,6 +172,9 @@ def pytest_runtest_makereport(
         if not item.stash.get(_FAILED, False):  # the plugin's own failure already shows the report
             report.sections.append(("chronicle replay", str(run.report)))
         item.stash[_FAILED] = True
+    entry = item.stash.get(_ENTRY, None)
+    if entry is not None and report.when == "teardown":
+        setattr(report, _REPORT_ATTRIBUTE, entry)
     return report
 
 
@@ -178,7 +215,109 @@ def chronicle_replay(request: pytest.FixtureRequest) -> Iterator[ReplayRun]:
     run = replay(trace, **kwargs)
     request.node.stash[_RUN] = run
     request.node.stash[_CHECK] = bool(check_report)
+    request.node.stash[_SOURCE] = str(source)
     with run:
         yield run
+    _conclude(request.node, run)
     if check_report and not run.report.ok and not request.node.stash.get(_FAILED, False):
         pytest.fail(f"the replay diverged from the recording:\n{run.report}", False)
+
+
+def _drift(report: ReplayReport) -> list[Finding]:
+    return [finding for name in _DRIFT_SECTIONS for finding in getattr(report, name)]
+
+
+def _warn_drift(item: pytest.Item, report: ReplayReport) -> None:
+    """A :class:`ChronicleWarning` naming the drift of a passing test's replay, once, pointing at the test."""
+    if item.stash.get(_WARNED, False) or item.stash.get(_FAILED, False) or not report.drift:
+        return
+    item.stash[_WARNED] = True
+    kinds = sorted({str(f.kind) for f in report.drift})
+    first = report.drift[0]
+    more = f" (and {len(report.drift) - 1} more)" if len(report.drift) > 1 else ""
+    message = (
+        f"chronicle replay drift in {item.name}: {len(report.drift)} {', '.join(kinds)}: "
+        f"{format_key(first.call_key)}: {first.message}{more}; the test passed on recorded answers"
+    )
+    path, line, _ = item.location
+    warnings.warn_explicit(message, ChronicleWarning, str(Path(item.config.rootpath) / path), (line or 0) + 1)
+
+
+def _conclude(item: pytest.Item, run: ReplayRun) -> None:
+    """Conclude a test's replay once it has ended.
+
+    Its entry for the summary and the JSON report, its JUnit XML properties, and the drift warning when the call
+    phase has not issued it.
+    """
+    report = run.report
+    findings = _drift(report)
+    data = orjson.loads(orjson.dumps(dataclasses.asdict(report)))  # plain JSON values: xdist sends them on
+    item.stash[_ENTRY] = {
+        "test": item.nodeid,
+        "trace": item.stash.get(_SOURCE, ""),
+        "trace_id": run.trace.trace_id,
+        "ok": report.ok,
+        "findings": [finding for name in _DRIFT_SECTIONS for finding in data[name]],
+        **data,
+    }
+    item.user_properties.append(("chronicle_replay.drift", str(len(findings))))
+    for finding in findings:
+        text = f"{format_key(finding.call_key)}: {finding.message}"
+        if finding.details:
+            text += f" ({finding.details[0]})"
+        item.user_properties.append((f"chronicle_replay.{finding.kind}", text))
+    _warn_drift(item, report)
+
+
+class _DriftSummary:
+    """The replayed tests' entries, gathered from their teardown reports (made here or on xdist workers).
+
+    It writes the terminal summary of the tests that drifted, and the JSON report of ``--chronicle-report``.
+    """
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.entries: list[dict[str, Any]] = []
+        self.error: str | None = None
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        entry = getattr(report, _REPORT_ATTRIBUTE, None)
+        if report.when == "teardown" and isinstance(entry, dict):
+            self.entries.append(entry)
+
+    def pytest_sessionfinish(self) -> None:
+        path = self.config.getoption("chronicle_report", default=None)
+        if path:
+            try:
+                Path(path).parent.mkdir(parents=True, exist_ok=True)
+                Path(path).write_bytes(orjson.dumps(self.entries, option=orjson.OPT_INDENT_2))
+            except OSError as exc:  # said in the summary (which comes after): the run's outcome stands
+                self.error = f"--chronicle-report {path}: not written: {exc.strerror or exc}"
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.error:
+            terminalreporter.write_line(self.error, red=True)
+        drifted = [entry for entry in self.entries if entry["findings"]]
+        if not drifted:
+            return
+        write = terminalreporter.write_line
+        terminalreporter.write_sep("=", "chronicle replay drift", yellow=True)
+        for entry in drifted:
+            findings = entry["findings"]
+            write(f"{entry['test']}: {len(findings)} {'finding' if len(findings) == 1 else 'findings'}")
+            by_boundary: dict[str, list[dict[str, Any]]] = {}
+            for finding in findings:
+                by_boundary.setdefault(format_key([tuple(part) for part in finding["call_key"]]), []).append(finding)
+            for boundary, items in by_boundary.items():
+                kinds: dict[str, int] = {}
+                for finding in items:
+                    kinds[finding["kind"]] = kinds.get(finding["kind"], 0) + 1
+                write(f"  {boundary}: " + ", ".join(f"{n} {kind}" for kind, n in kinds.items()))
+                for finding in items:
+                    write(f"    [{finding['kind']}] {finding['message']}")
+                    details = finding["details"]
+                    for line in details[:_SHOWN_LINES]:
+                        write(f"      {line}")
+                    if len(details) > _SHOWN_LINES:
+                        write(f"      … {len(details) - _SHOWN_LINES} more lines")
+        write(f"{len(drifted)} of {len(self.entries)} replayed tests drifted")

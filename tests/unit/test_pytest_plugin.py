@@ -1,12 +1,15 @@
 from __future__ import annotations
 
+import json
 import sys
 import textwrap
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 
 import chronicle_otel as chronicle
+from chronicle_otel.cli._view._report import report_from_dict
 
 AGENT = textwrap.dedent(
     """
@@ -14,6 +17,7 @@ AGENT = textwrap.dedent(
     import chronicle_otel as chronicle
 
     CALLS = {"llm": 0}
+    PROMPT = {"prefix": ""}
 
     @chronicle.boundary(kind="llm", name="plug.plan")
     def plan(request):
@@ -26,7 +30,7 @@ AGENT = textwrap.dedent(
 
     @chronicle.boundary(kind="agent", name="plug.run")
     def run(request, limit=10_000):
-        return order(plan(request), limit)
+        return order(plan(PROMPT["prefix"] + request), limit)
 
     @chronicle.boundary(kind="agent", name="plug.arun")
     async def arun(request):
@@ -169,3 +173,132 @@ def test_markers_shows_the_whole_marker_description(pytester: pytest.Pytester) -
     assert line.startswith("@pytest.mark.chronicle_replay(source, trace_id=None, stub=..., live=(), ...): replay ")
     assert "(default: every 'kind:llm' call)" in line
     assert line.endswith("the chronicle_replay fixture is the active run")
+
+
+DRIFTING = """
+import pytest
+import plugagent
+
+@pytest.mark.chronicle_replay("traces/sync.jsonl")
+def test_prompt_changed(chronicle_replay):
+    plugagent.PROMPT["prefix"] = "You are careful. "  # the prompt text changed since the recording
+    try:
+        assert chronicle_replay.rerun() == "filled"  # answered from the recording all the same
+    finally:
+        plugagent.PROMPT["prefix"] = ""
+
+@pytest.mark.chronicle_replay("traces/sync.jsonl")
+def test_unchanged(chronicle_replay):
+    assert chronicle_replay.rerun() == "filled"
+"""
+
+
+UNCHANGED = DRIFTING.split("@pytest.mark")[0] + "@pytest.mark" + DRIFTING.split("@pytest.mark")[2]
+"""The test of ``DRIFTING`` that does not drift, alone."""
+
+_SHOWN = "always::chronicle_otel.ChronicleWarning"
+
+
+def test_drift_of_a_passing_test_is_summed_up_warned_and_reported(project: pytest.Pytester) -> None:
+    project.makepyfile(test_inner=DRIFTING)
+    result = project.runpytest(  # this suite's filterwarnings "error" holds in pytester's run: the warning is shown
+        "-p", "no:cacheprovider", "-W", _SHOWN, "--junitxml=junit.xml", "--chronicle-report=out/report.json"
+    )
+    result.assert_outcomes(passed=2, warnings=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*= chronicle replay drift =*",
+            "test_inner.py::test_prompt_changed: 1 finding",
+            "  plug.run[[]0[]] > plug.plan[[]0[]]: 1 input-drift",
+            "    [[]input-drift[]] *",
+            "      $*request*: recorded 'sell $1,000' != now 'You are careful. sell $1,000'",
+            "1 of 2 replayed tests drifted",
+        ]
+    )
+    result.stdout.fnmatch_lines(
+        [
+            "*warnings summary*",
+            "test_inner.py::test_prompt_changed",
+            "*test_inner.py:4: ChronicleWarning: chronicle replay drift in test_prompt_changed: 1 input-drift: "
+            "plug.run[[]0[]] > plug.plan[[]0[]]: *",  # the marker's line
+        ]
+    )
+    assert "test_unchanged:" not in result.stdout.str()
+
+    suite = ElementTree.parse(project.path / "junit.xml").getroot()
+    properties = {
+        case.get("name"): [(p.get("name"), p.get("value")) for p in case.iter("property")]
+        for case in suite.iter("testcase")
+    }
+    assert properties["test_unchanged"] == [("chronicle_replay.drift", "0")]
+    drifted = properties["test_prompt_changed"]
+    assert drifted[0] == ("chronicle_replay.drift", "1")
+    assert drifted[1][0] == "chronicle_replay.input-drift"
+    assert drifted[1][1].startswith("plug.run[0] > plug.plan[0]: ")
+
+    entries = json.loads((project.path / "out" / "report.json").read_text())
+    assert [(e["test"], e["trace"], len(e["findings"])) for e in entries] == [
+        ("test_inner.py::test_prompt_changed", "traces/sync.jsonl", 1),
+        ("test_inner.py::test_unchanged", "traces/sync.jsonl", 0),
+    ]
+    finding = entries[0]["findings"][0]
+    assert finding["kind"] == "input-drift"
+    assert finding["call_key"] == [["plug.run", 0], ["plug.plan", 0]]
+    report = report_from_dict(entries[0])  # the shape `chronicle view --report` reads
+    assert [str(f.kind) for f in report.drift] == ["input-drift"]
+    assert report.drift[0].details == tuple(finding["details"])
+    assert len(entries[0]["trace_id"]) == 32
+
+
+def test_a_failing_test_lists_its_drift_too_without_a_warning(project: pytest.Pytester) -> None:
+    project.makepyfile(
+        test_inner=DRIFTING.replace('== "filled"  # answered', '== "blocked"  # answered').replace(
+            "def test_unchanged", "def _unused"
+        )
+    )
+    result = project.runpytest("-p", "no:cacheprovider", "-W", "error::UserWarning")
+    result.assert_outcomes(failed=1)  # the test's own failure, and no warning turned into a teardown error
+    result.stdout.fnmatch_lines(["*= chronicle replay drift =*", "test_inner.py::test_prompt_changed: 1 finding"])
+
+
+def test_a_drift_warning_under_filterwarnings_error_fails_the_test_itself(project: pytest.Pytester) -> None:
+    project.makepyfile(test_inner=DRIFTING)
+    result = project.runpytest("-p", "no:cacheprovider", "-W", "error::UserWarning")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*ChronicleWarning: chronicle replay drift in test_prompt_changed*"])
+
+
+def test_no_drift_section_when_nothing_drifted(project: pytest.Pytester) -> None:
+    project.makepyfile(test_inner=UNCHANGED)
+    result = project.runpytest("-p", "no:cacheprovider", "--chronicle-report=report.json")
+    result.assert_outcomes(passed=1)
+    assert "chronicle replay drift" not in result.stdout.str()
+    entries = json.loads((project.path / "report.json").read_text())
+    assert [(e["test"], e["findings"]) for e in entries] == [("test_inner.py::test_unchanged", [])]
+
+
+def test_drift_of_xdist_workers_is_summed_up_by_the_controller(project: pytest.Pytester) -> None:
+    pytest.importorskip("xdist")
+    project.makepyfile(test_inner=DRIFTING)
+    result = project.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2", "--chronicle-report=report.json")
+    result.assert_outcomes(passed=2, warnings=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*= chronicle replay drift =*",
+            "test_inner.py::test_prompt_changed: 1 finding",
+            "1 of 2 replayed tests drifted",
+        ]
+    )
+    entries = json.loads((project.path / "report.json").read_text())
+    assert sorted((e["test"], len(e["findings"])) for e in entries) == [
+        ("test_inner.py::test_prompt_changed", 1),
+        ("test_inner.py::test_unchanged", 0),
+    ]
+
+
+def test_a_report_that_cannot_be_written_is_said(project: pytest.Pytester) -> None:
+    project.makepyfile(test_inner=UNCHANGED)
+    (project.path / "taken").write_text("a file, not a directory")
+    result = project.runpytest("-p", "no:cacheprovider", "--chronicle-report=taken/report.json")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["--chronicle-report taken/report.json: not written: *"])

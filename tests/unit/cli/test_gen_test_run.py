@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -249,3 +250,26 @@ def test_roots_that_are_methods_classmethods_or_take_star_args_give_tests_that_p
     proc = plain_pytest(project, "tests/regressions")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "3 passed" in proc.stdout
+
+
+def test_a_generated_test_whose_prompt_changed_passes_and_prints_the_diff(recorder: Recorder, project: Path) -> None:
+    tid = recorded(recorder, "refund please")
+    code, _, err = gen_test(recorder, tid, "--name", "prompt")
+    assert code == 0, err
+    agent = project / "gtrapp" / "agent.py"
+    agent.write_text(APP.replace('if decide(question) == "lookup"', 'if decide("Be brief. " + question) == "lookup"'))
+    proc = plain_pytest(project, "tests/regressions", "--chronicle-report", "drift.json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr  # answered from the recording: the test passes
+    lines = proc.stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if re.fullmatch(r"=+ chronicle replay drift =+", line))
+    assert lines[start + 1 : start + 5] == [
+        "tests/regressions/test_prompt.py::test_prompt: 1 finding",
+        "  gtr.agent[0] > gtr.decide[0]: 1 input-drift",
+        "    [input-drift] input changed; answered from the recording",
+        "      $.question: recorded 'refund please' != now 'Be brief. refund please'",
+    ]
+    assert "ChronicleWarning: chronicle replay drift in test_prompt: 1 input-drift: gtr.agent[0] > gtr.decide[0]" in (
+        proc.stdout
+    )
+    (entry,) = json.loads((project / "drift.json").read_text())
+    assert [f["kind"] for f in entry["findings"]] == ["input-drift"]
