@@ -46,6 +46,7 @@ from .model import ReplayedError as ReplayedError
 from .model import Trace as Trace
 from .record._boundary import boundary as boundary
 from .record._call_block import call as call
+from .record._changes import changed as changed
 from .record._instrument import instrument as instrument
 from .record._instrument import uninstrument as uninstrument
 from .record._session import session as session
@@ -89,6 +90,7 @@ __all__ = [
     "assemble",
     "boundary",
     "call",
+    "changed",
     "configure",
     "get_config",
     "instrument",

@@ -48,6 +48,7 @@ PUBLIC: Final[dict[str, str]] = {
     "assemble": "chronicle_otel._assembled",
     "boundary": "chronicle_otel.record._boundary",
     "call": "chronicle_otel.record._call_block",
+    "changed": "chronicle_otel.record._changes",
     "configure": "chronicle_otel.config._configure",
     "get_config": "chronicle_otel.config._config",
     "instrument": "chronicle_otel.record._instrument",

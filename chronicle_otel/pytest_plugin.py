@@ -9,9 +9,9 @@ Usage::
 
 The marker takes the trace source (an OTLP/JSON file or a store directory) and the keyword arguments of
 :func:`chronicle_otel.replay` (``stub``, ``live``, ``default``, ``on_input_mismatch``, ``on_missing``,
-``strict``, ``allow``, ``emit_spans``, ``block_network``, ``allow_hosts``, ``override``), plus ``trace_id`` and
-``check_report`` (default True: when the test body ends, a report with divergences, or with drift under
-``strict=True``, fails the test). The ``chronicle_replay`` fixture is the active
+``strict``, ``ignore``, ``changed``, ``allow``, ``emit_spans``, ``block_network``, ``allow_hosts``, ``override``),
+plus ``trace_id`` and ``check_report`` (default True: when the test body ends, a report with divergences, or with
+drift that ``strict=`` makes fail, fails the test). The ``chronicle_replay`` fixture is the active
 :class:`~chronicle_otel.replaying.ReplayRun`; it works in sync tests and in pytest-asyncio tests (use
 ``await chronicle_replay.arerun()`` for an async root). A failing test shows the replay report.
 
@@ -20,10 +20,16 @@ to reach anything else fails the test, naming the boundary that made it. ``--chr
 guard off for the whole run (``block_network=`` on a marker still wins).
 
 Drift is never silent, whether the test passes or fails: after the tests, a ``chronicle replay drift`` section lists
-each replayed test whose report has divergences, drift or changes (by boundary, with the first lines of each diff);
-the JUnit XML has them as properties (``chronicle_replay.drift``, the count, and one ``chronicle_replay.<kind>`` per
-finding); ``--chronicle-report PATH`` writes every replayed test's report as JSON; and a passing test whose report has
-drift issues a :class:`~chronicle_otel.ChronicleWarning`, shown in pytest's warnings summary.
+each replayed test whose report has divergences, drift or changes (by boundary, with why each input changed and the
+first lines of each diff), and apart from them its declared intended changes; the JUnit XML has them as properties
+(``chronicle_replay.drift``, the count, one ``chronicle_replay.<kind>`` per finding, ``chronicle_replay.intended``);
+``--chronicle-report PATH`` writes every replayed test's report as JSON; and a passing test whose report has drift
+issues a :class:`~chronicle_otel.ChronicleWarning`, shown in pytest's warnings summary.
+
+The whole suite's defaults go in the ``[tool.chronicle]`` table of ``pyproject.toml`` (the one beside pytest's
+configuration, else in the root directory): ``ignore``, ``strict``, ``on_input_mismatch``, ``on_missing``,
+``block_network``, ``allow_hosts`` and ``allow``, as :func:`chronicle_otel.replay` takes them. A marker's options win;
+its ``ignore`` paths add to the suite's, and its ``strict`` selectors to the suite's.
 
 Configuration (command line, then ini, then environment):
     ``--chronicle-payloads`` / ``chronicle_payloads`` / ``$CHRONICLE_PAYLOADS``: the shared payload store
@@ -36,9 +42,11 @@ Configuration (command line, then ini, then environment):
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import os
+import sys
 import warnings
-from collections.abc import Generator, Iterator
+from collections.abc import Generator, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final
 
@@ -46,7 +54,7 @@ import orjson
 import pytest
 
 from . import environment_variables as env
-from .errors import ChronicleWarning
+from .errors import ChronicleWarning, ConfigError
 from .load import load_trace
 from .model import format_key
 from .replaying import Finding, ReplayOptions, ReplayReport, ReplayRun, replay
@@ -60,6 +68,10 @@ _CHECK = pytest.StashKey[bool]()
 _SOURCE = pytest.StashKey[str]()
 _WARNED = pytest.StashKey[bool]()
 _ENTRY = pytest.StashKey[dict[str, Any]]()
+
+_SUITE = pytest.StashKey[dict[str, Any]]()
+_SUITE_KEYS: Final = ("ignore", "strict", "on_input_mismatch", "on_missing", "block_network", "allow_hosts", "allow")
+"""The options ``[tool.chronicle]`` may set for the whole suite."""
 
 _DRIFT_SECTIONS: Final = ("divergences", "drift", "changes")
 """The report's lists counted as a test's drift (overrides are asked for, session variables are information)."""
@@ -108,8 +120,55 @@ def pytest_configure(config: pytest.Config) -> None:
         "the calls stub selects (default: every 'kind:llm' call) answered from it; the chronicle_replay fixture is "
         "the active run",
     )
+    config.stash[_SUITE] = _suite_options(config)
     if not hasattr(config, "workerinput"):  # an xdist worker sends its reports to the controller, which sums them up
         config.pluginmanager.register(_DriftSummary(config), "chronicle_drift_summary")
+
+
+def _pyproject(config: pytest.Config) -> Path | None:
+    inipath = config.inipath
+    if inipath is not None and inipath.name == "pyproject.toml":
+        return Path(inipath)
+    candidate = Path(config.rootpath) / "pyproject.toml"
+    return candidate if candidate.is_file() else None
+
+
+def _suite_options(config: pytest.Config) -> dict[str, Any]:
+    """The ``[tool.chronicle]`` table of the suite's ``pyproject.toml``, checked (a bad one is a usage error)."""
+    path = _pyproject(config)
+    if path is None:
+        return {}
+    tomllib: Any = importlib.import_module("tomllib" if sys.version_info >= (3, 11) else "tomli")  # pytest needs tomli
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise pytest.UsageError(f"{path}: cannot read [tool.chronicle]: {exc}") from None
+    table = data.get("tool", {}).get("chronicle", {})
+    if not isinstance(table, dict):
+        raise pytest.UsageError(f"{path}: [tool.chronicle] must be a table")
+    unknown = sorted(set(table) - set(_SUITE_KEYS))
+    if unknown:
+        raise pytest.UsageError(
+            f"{path}: [tool.chronicle] has no option {', '.join(map(repr, unknown))}; it takes {', '.join(_SUITE_KEYS)}"
+        )
+    try:
+        ReplayOptions(**table)
+    except ConfigError as exc:
+        raise pytest.UsageError(f"{path}: [tool.chronicle]: {exc}") from None
+    return table
+
+
+def _with_suite(kwargs: dict[str, Any], suite: dict[str, Any]) -> dict[str, Any]:
+    """A marker's options over the suite's: its ``ignore`` paths and ``strict`` selectors add to the suite's."""
+    out = dict(kwargs)
+    for key, value in suite.items():
+        if key not in out:
+            out[key] = value
+        elif key == "ignore":
+            out[key] = (*ReplayOptions(ignore=value).ignore, *ReplayOptions(ignore=out[key]).ignore)
+        elif key == "strict" and isinstance(value, Mapping) and isinstance(out[key], Mapping):
+            out[key] = {**value, **out[key]}
+    return out
 
 
 def _option(config: pytest.Config, name: str, env_var: str | None = None) -> str | None:
@@ -211,6 +270,7 @@ def chronicle_replay(request: pytest.FixtureRequest) -> Iterator[ReplayRun]:
         stores.append(Path(store))
     if request.config.getoption("chronicle_allow_network", default=False):
         kwargs.setdefault("block_network", False)
+    kwargs = _with_suite(kwargs, request.config.stash.get(_SUITE, {}))
     trace = load_trace(_resolve(source, request), trace_id, store=stores)
     run = replay(trace, **kwargs)
     request.node.stash[_RUN] = run
@@ -232,7 +292,7 @@ def _warn_drift(item: pytest.Item, report: ReplayReport) -> None:
     if item.stash.get(_WARNED, False) or item.stash.get(_FAILED, False) or not report.drift:
         return
     item.stash[_WARNED] = True
-    kinds = sorted({str(f.kind) for f in report.drift})
+    kinds = sorted({f"{f.kind} ({f.cause})" if f.cause is not None else str(f.kind) for f in report.drift})
     first = report.drift[0]
     more = f" (and {len(report.drift) - 1} more)" if len(report.drift) > 1 else ""
     message = (
@@ -262,11 +322,17 @@ def _conclude(item: pytest.Item, run: ReplayRun) -> None:
     }
     item.user_properties.append(("chronicle_replay.drift", str(len(findings))))
     for finding in findings:
-        text = f"{format_key(finding.call_key)}: {finding.message}"
-        if finding.details:
-            text += f" ({finding.details[0]})"
-        item.user_properties.append((f"chronicle_replay.{finding.kind}", text))
+        item.user_properties.append((f"chronicle_replay.{finding.kind}", _property(finding)))
+    if report.intended:
+        item.user_properties.append(("chronicle_replay.intended", str(len(report.intended))))
+        for finding in report.intended:
+            item.user_properties.append((f"chronicle_replay.intended.{finding.kind}", _property(finding)))
     _warn_drift(item, report)
+
+
+def _property(finding: Finding) -> str:
+    text = f"{format_key(finding.call_key)}: {finding.message}"
+    return text + (f" ({finding.details[0]})" if finding.details else "")
 
 
 class _DriftSummary:
@@ -297,27 +363,44 @@ class _DriftSummary:
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.error:
             terminalreporter.write_line(self.error, red=True)
-        drifted = [entry for entry in self.entries if entry["findings"]]
-        if not drifted:
+        shown = [entry for entry in self.entries if entry["findings"] or entry.get("intended")]
+        if not shown:
             return
         write = terminalreporter.write_line
         terminalreporter.write_sep("=", "chronicle replay drift", yellow=True)
-        for entry in drifted:
-            findings = entry["findings"]
-            write(f"{entry['test']}: {len(findings)} {'finding' if len(findings) == 1 else 'findings'}")
-            by_boundary: dict[str, list[dict[str, Any]]] = {}
-            for finding in findings:
-                by_boundary.setdefault(format_key([tuple(part) for part in finding["call_key"]]), []).append(finding)
-            for boundary, items in by_boundary.items():
-                kinds: dict[str, int] = {}
-                for finding in items:
-                    kinds[finding["kind"]] = kinds.get(finding["kind"], 0) + 1
-                write(f"  {boundary}: " + ", ".join(f"{n} {kind}" for kind, n in kinds.items()))
-                for finding in items:
-                    write(f"    [{finding['kind']}] {finding['message']}")
-                    details = finding["details"]
-                    for line in details[:_SHOWN_LINES]:
-                        write(f"      {line}")
-                    if len(details) > _SHOWN_LINES:
-                        write(f"      … {len(details) - _SHOWN_LINES} more lines")
-        write(f"{len(drifted)} of {len(self.entries)} replayed tests drifted")
+        drifted = intended = 0
+        for entry in shown:
+            findings, declared = entry["findings"], entry.get("intended") or []
+            drifted += bool(findings)
+            intended += bool(declared)
+            parts = [f"{len(findings)} {'finding' if len(findings) == 1 else 'findings'}"] if findings else []
+            parts += [f"{len(declared)} intended"] if declared else []
+            write(f"{entry['test']}: {', '.join(parts)}")
+            _write_findings(write, findings, "  ")
+            if declared:
+                write("  intended (declared changes):")
+                _write_findings(write, declared, "    ", details=1)
+        tail = f"; {intended} with declared intended changes" if intended else ""
+        write(f"{drifted} of {len(self.entries)} replayed tests drifted{tail}")
+
+
+def _write_findings(write: Any, findings: list[dict[str, Any]], indent: str, details: int = _SHOWN_LINES) -> None:
+    """The findings of one test by boundary: their kinds, then each with why and the first lines of its diff."""
+    by_boundary: dict[str, list[dict[str, Any]]] = {}
+    for finding in findings:
+        by_boundary.setdefault(format_key([tuple(part) for part in finding["call_key"]]), []).append(finding)
+    for boundary, items in by_boundary.items():
+        kinds: dict[str, int] = {}
+        for finding in items:
+            kinds[finding["kind"]] = kinds.get(finding["kind"], 0) + 1
+        write(f"{indent}{boundary}: " + ", ".join(f"{n} {kind}" for kind, n in kinds.items()))
+        for finding in items:
+            cause = finding.get("cause")
+            tag = f"{finding['kind']}, {cause}" if cause and not finding.get("change") else finding["kind"]
+            strict = " (strict: fails the test)" if finding.get("strict") else ""
+            write(f"{indent}  [{tag}] {finding['message']}{strict}")
+            lines = finding["details"]
+            for line in lines[:details]:
+                write(f"{indent}    {line}")
+            if len(lines) > details:
+                write(f"{indent}    … {len(lines) - details} more lines")

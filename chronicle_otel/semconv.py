@@ -53,6 +53,7 @@ __all__ = [
     "REPLAY_MODE",
     "REPLAY_OF",
     "SESSION_PREFIX",
+    "CHANGES",
     "STREAM",
     "STREAM_ITEMS",
     "UNREPLAYABLE",
@@ -106,6 +107,10 @@ PAYLOAD_KEYS: Final = (INPUT_KEYS, OUTPUT_KEYS, ERROR_KEYS)
 UNREPLAYABLE: Final = "chronicle.unreplayable"
 """The classes of values a payload of this call holds as ``unencodable`` placeholders (a replay cannot answer the
 call from them); absent when every value was recorded typed."""
+
+CHANGES: Final = "chronicle.changes"
+"""The intended changes the call declared with :func:`chronicle_otel.changed` (a list of names): a replay of this
+recording treats them as already there, not as differences."""
 
 STREAM: Final = "chronicle.stream"
 """True when the output was streamed (generator or async generator)."""

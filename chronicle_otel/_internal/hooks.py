@@ -115,6 +115,10 @@ class ReplayHook(Protocol):
         """A ``call(...)`` block ends."""
         ...
 
+    def declare(self, name: str) -> None:
+        """``changed(name)`` ran in this context: the call in progress changed on purpose."""
+        ...
+
 
 #: The active replay of this context, or None.
 REPLAY: contextvars.ContextVar[ReplayHook | None] = contextvars.ContextVar("chronicle_replay", default=None)

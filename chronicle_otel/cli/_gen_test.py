@@ -27,7 +27,7 @@ import orjson
 
 from .._internal.unreplayable import remedy
 from ..codec import TAG
-from ..errors import ChronicleError
+from ..errors import ChronicleError, ConfigError
 from ..load import write_trace
 from ..model import Boundary, Trace, format_key
 from ..replaying import ReplayOptions, Selection, check_selectors, resolve_overrides
@@ -84,6 +84,22 @@ def add_parser(sub: Any) -> None:
         metavar="PREFIX",
         help="rebuild recorded classes of these modules typed (repeatable, e.g. mylib. ; the integrations the "
         "trace uses add their own)",
+    )
+    p.add_argument(
+        "--ignore",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="a path of inputs whose differences are not drift, e.g. '$.stream_options' or '$..request_id' "
+        "(repeatable; the suite's [tool.chronicle] ignore applies too)",
+    )
+    p.add_argument(
+        "--strict",
+        action="append",
+        default=[],
+        metavar="SELECTOR[=all]",
+        help="fail the test when the input of these boundaries changed (=all: on any drift of them), e.g. kind:llm "
+        "(repeatable)",
     )
     p.add_argument(
         "--allow-unreplayable",
@@ -233,6 +249,7 @@ def generate(trace: Trace, args: argparse.Namespace, out: TextIO) -> int:
     allow = [_allow_prefix(prefix) for prefix in dict.fromkeys(getattr(args, "allow", None) or [])]
     if allow:
         options.append("allow=[" + ", ".join(_literal(a) for a in allow) + "]")
+    options.extend(_policy(args))
     overrides = _overrides(args.override, trace)
     unreplayable = _unreplayable(trace, stub, args.live, overrides)
     if unreplayable and not getattr(args, "allow_unreplayable", False):
@@ -818,6 +835,25 @@ def _import_statement(statement: str) -> str:
 _RESERVED_NAMES: Final = frozenset(
     {"Path", "pytest", "ROOT_BOUNDARY", "TRACE", "OVERRIDES", "chronicle_replay", "result"}
 )
+
+
+def _policy(args: argparse.Namespace) -> list[str]:
+    """The marker's ``ignore=`` and ``strict=`` of ``--ignore`` and ``--strict``, checked as a replay checks them."""
+    ignore = list(dict.fromkeys(getattr(args, "ignore", None) or []))
+    strict: dict[str, str] = {}
+    for option in getattr(args, "strict", None) or []:
+        selector, _, level = option.partition("=")
+        strict[selector.strip()] = level.strip() or "input"
+    try:
+        ReplayOptions(ignore=ignore, strict=strict)  # type: ignore[arg-type]  # checked by ReplayOptions
+    except ConfigError as exc:
+        raise ChronicleError(f"--{exc.name}: {exc}") from None
+    out = []
+    if ignore:
+        out.append("ignore=[" + ", ".join(_literal(p) for p in ignore) + "]")
+    if strict:
+        out.append("strict={" + ", ".join(f"{_literal(k)}: {_literal(v)}" for k, v in strict.items()) + "}")
+    return out
 
 
 def _overrides(options: list[str], trace: Trace) -> dict[str, str]:

@@ -17,13 +17,15 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ._boundary import BoundaryKind, boundary, call, instrument, uninstrument
+    from ._changes import changed
     from ._session import session
 
-__all__ = ["BoundaryKind", "boundary", "call", "instrument", "session", "uninstrument"]
+__all__ = ["BoundaryKind", "boundary", "call", "changed", "instrument", "session", "uninstrument"]
 
 _EXPORTS: dict[str, str] = {
     **dict.fromkeys(("BoundaryKind", "boundary", "call", "instrument", "uninstrument"), "._boundary"),
     "session": "._session",
+    "changed": "._changes",
 }
 
 

@@ -12,7 +12,7 @@ Usage::
 
 API:
     :func:`replay`, :class:`ReplayRun`, :class:`ReplayOptions`, :class:`ReplayReport`, :class:`Finding`,
-    :class:`FindingKind` — the replay.
+    :class:`FindingKind`, :class:`DriftCause` — the replay.
     :class:`Trace`, :class:`Boundary`, :class:`SpanRecord`, :class:`Payload` — the immutable model of a run.
     :class:`ReplayedError` — a recorded exception whose class may not be rebuilt.
     :func:`build_trace` — assemble a :class:`Trace` from span records (for custom trace sources).
@@ -30,12 +30,13 @@ from ..model import Boundary, Payload, ReplayedError, SpanRecord, Trace, format_
 from ._matching import check_selectors, resolve_overrides
 from ._netguard import find_refusal
 from ._options import InputMismatch, OnMissing, ReplayOptions
-from ._report import Finding, FindingKind, ReplayReport, diff_lines
+from ._report import DriftCause, Finding, FindingKind, ReplayReport, diff_lines
 from ._run import ReplayRun, replay
 from ._selection import Selection
 
 __all__ = [
     "Boundary",
+    "DriftCause",
     "Finding",
     "FindingKind",
     "InputMismatch",

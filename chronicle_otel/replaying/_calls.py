@@ -78,7 +78,9 @@ class Calls:
         self._session_checked = False
         self.thread: int | None = None
         """The thread that entered the replay (set when it is entered)."""
-        self._execution = Execution(trace.trace_id, options.emit_spans, self._frame, self._comparer, report)
+        self._execution = Execution(
+            trace.trace_id, options.emit_spans, self._frame, self._comparer, report, ledger.output_changed
+        )
 
     # ------------------------------------------------------------------ where the code is
 
@@ -99,6 +101,11 @@ class Calls:
             return "outside any boundary of the replay"
         where = f"during boundary {format_key(frame.key)}" + (f" ({frame.kind})" if frame.kind else "")
         return where + (" (the boundary entered last: the attempt came from another thread)" if guessed else "")
+
+    def declare(self, name: str) -> None:
+        """``changed(name)`` ran under the call in progress (outside every call: the whole run)."""
+        frame, _ = self._current()
+        self._ledger.policy.declare(frame.key if frame is not None else (), name)
 
     def refused(self, error: NetworkBlockedError) -> None:
         """The guard refused an attempt: a divergence, even when the code that made it swallows the error."""
@@ -136,7 +143,7 @@ class Calls:
                 *(f"  {line}" for line in self.recordings.nearest(parent, spec.name)),
             )
             if self._options.on_missing is OnMissing.LIVE:
-                self._report.drift.append(Finding(FindingKind.UNRECORDED_LIVE, key, "no recording; ran live", details))
+                self._ledger.unrecorded(key, spec.name, spec.kind_value, "no recording; ran live", details)
                 self._ledger.live_call(key, spec.name, (spec.kind_value,), self.selection.explicit_live)
                 frame = self._last = Frame(key, spec.kind_value)
                 return self._execution.run(spec, wrapped, instance, args, kwargs, frame, "live", None)
@@ -177,7 +184,7 @@ class Calls:
         self._report.stubbed.append(rec.call_key)
         allow = allow_list(self._options, self._trace)  # as it is now: a module imported meanwhile may add to it
         if override is not None:
-            self._ledger.applied.add(rec.span_id)
+            self._ledger.overridden(rec, override[0])
             answer = self._answers.overridden(rec, *override, allow)
         else:
             answer = self._answers.checked(rec, recorded_answer(rec, allow))
@@ -225,7 +232,7 @@ class Calls:
                 )
                 self._report.divergences.append(finding)
                 raise ReplayDivergence(str(finding), finding=finding)
-            self._report.drift.append(Finding(FindingKind.UNRECORDED_LIVE, key, "call(...) block with no recording"))
+            self._ledger.unrecorded(key, spec.name, spec.kind_value, "call(...) block with no recording")
             self._ledger.live_call(key, spec.name, (spec.kind_value,), self.selection.explicit_live)
             frame = self._last = Frame(key, spec.kind_value)
             return _Block(self._frame.set(frame), None, self._execution.extra("live", None), emit_spans)

@@ -38,7 +38,8 @@ class Execution:
         emit_spans: whether the calls record the replay's own spans.
         frame: the context variable holding the boundary call in progress.
         comparer: compares live calls with their recordings.
-        report: the report changes and stream divergences go to.
+        report: the report stream divergences go to.
+        changed: told of each live call whose output differs from its recording (the finding saying how).
     """
 
     def __init__(
@@ -48,12 +49,14 @@ class Execution:
         frame: contextvars.ContextVar[Frame | None],
         comparer: Comparer,
         report: ReplayReport,
+        changed: Callable[[Boundary, Finding], None],
     ) -> None:
         self._trace_id = trace_id
         self._emit_spans = emit_spans
         self._frame = frame
         self._comparer = comparer
         self._report = report
+        self._changed = changed
 
     def extra(self, mode: str, rec: Boundary | None, encoded: Encoded | None = None) -> ReplayExtra | None:
         """What the call's span carries for the replay (None when the replay records no spans)."""
@@ -170,4 +173,4 @@ class Execution:
         if rec is not None:
             finding = self._comparer.compare(rec, value, exc)
             if finding is not None:
-                self._report.changes.append(finding)
+                self._changed(rec, finding)

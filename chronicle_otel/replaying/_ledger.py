@@ -8,6 +8,7 @@ copies.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -17,9 +18,10 @@ from ..config import get_config
 from ..errors import NetworkBlockedError, ReplayDivergence
 from ..model import Boundary, CallKey, Trace
 from ..record.extension import current_session
+from ._drift import DriftPolicy
 from ._matching import Recordings
 from ._options import InputMismatch
-from ._report import Finding, FindingKind, ReplayReport, diff_lines
+from ._report import DriftCause, Finding, FindingKind, ReplayReport, filtered_diff
 
 
 class Ledger:
@@ -31,10 +33,18 @@ class Ledger:
         overrides: the resolved ``override=`` (``{span id: (key as given, answer)}``).
     """
 
-    def __init__(self, trace: Trace, report: ReplayReport, overrides: Mapping[str, tuple[str, Any]]) -> None:
+    def __init__(
+        self,
+        trace: Trace,
+        report: ReplayReport,
+        overrides: Mapping[str, tuple[str, Any]],
+        policy: DriftPolicy,
+    ) -> None:
         self._trace = trace
         self._report = report
         self._overrides = overrides
+        self.policy = policy
+        """``ignore=``, ``strict=``, ``changed=``, and the changes of the run so far."""
         self.applied: set[str] = set()
         """Span ids of the recorded calls an override answered."""
         self.ran_live: set[str] = set()
@@ -55,19 +65,66 @@ class Ledger:
                 )
             )
 
-    def input_mismatch(self, rec: Boundary, actual_text: str | None, policy: InputMismatch) -> None:
-        """A stubbed call's input differs from the recording: a divergence (raised) under ``"error"``, drift under
-        ``"warn"``."""
+    def input_mismatch(self, rec: Boundary, actual_text: str | None, mode: InputMismatch) -> None:
+        """A stubbed call's input differs from the recording: drift under ``"warn"``, a divergence (raised) under
+        ``"error"``, unless ``ignore=`` hides every difference or a declared change covers it (listed apart)."""
         assert rec.raw_input is not None
-        details = tuple(diff_lines(rec.raw_input.text, actual_text))
-        if policy is InputMismatch.ERROR:
-            finding = Finding(FindingKind.INPUT_MISMATCH, rec.call_key, "stubbed call with a different input", details)
+        if mode is InputMismatch.IGNORE:
+            return
+        lines, hidden = filtered_diff(rec.raw_input.text, actual_text, self.policy.ignored(rec.name, rec.kind))
+        self._report.ignored += hidden
+        if not lines:
+            return
+        details = tuple(lines)
+        cause, why, change = self.policy.explain(rec.call_key)
+        if change is None and mode is InputMismatch.ERROR:
+            finding = Finding(
+                FindingKind.INPUT_MISMATCH, rec.call_key, f"stubbed call with a different input ({why})", details, cause
+            )
             self._report.divergences.append(finding)
             raise ReplayDivergence(str(finding), finding=finding)
-        if policy is InputMismatch.WARN:
-            self._report.drift.append(
-                Finding(FindingKind.INPUT_DRIFT, rec.call_key, "input changed; answered from the recording", details)
+        strict = change is None and self.policy.strict(rec.name, rec.kind, "input")
+        finding = Finding(
+            FindingKind.INPUT_DRIFT,
+            rec.call_key,
+            f"input changed ({why}); answered from the recording",
+            details,
+            cause,
+            change,
+            strict,
+        )
+        (self._report.drift if change is None else self._report.intended).append(finding)
+
+    def unrecorded(self, key: CallKey, name: str, kind: str, message: str, details: tuple[str, ...] = ()) -> None:
+        """A call with no recording runs live (``on_missing="live"``): drift, or intended under a declared change; a
+        change the calls after it may show."""
+        cause, why, change = self.policy.explain(key, new=True)
+        self.policy.changed(key, "(ran live with no recording)", change)
+        message = f"{message} ({why})"
+        if change is not None:
+            self._report.intended.append(Finding(FindingKind.UNRECORDED_LIVE, key, message, details, cause, change))
+            return
+        strict = self.policy.strict(name, kind, "new")
+        self._report.drift.append(Finding(FindingKind.UNRECORDED_LIVE, key, message, details, cause, strict=strict))
+
+    def output_changed(self, rec: Boundary, finding: Finding) -> None:
+        """A live call's output differs from its recording: a change, or intended under a declared change; either way
+        a change the calls after it may show."""
+        change = self.policy.covering(rec.call_key)
+        self.policy.changed(rec.call_key, "(output changed)", change)
+        if change is None:
+            self._report.changes.append(finding)
+        else:
+            self._report.intended.append(
+                dataclasses.replace(
+                    finding, cause=DriftCause.INTENDED, change=change, message=f"{finding.message} (intended: {change})"
+                )
             )
+
+    def overridden(self, rec: Boundary, text: str) -> None:
+        """An ``override=`` answers the call: a change the test asked for, which the calls after it may show."""
+        self.applied.add(rec.span_id)
+        self.policy.changed(rec.call_key, "(overridden)", f"override {text!r}")
 
     def session(self, spec: BoundarySpec) -> None:
         """At the first top-level call: list the session variables that differ from the recording's."""
@@ -116,13 +173,20 @@ class Ledger:
                 )
         for b in recordings.unused():
             if b.parent is not None and b.parent.span_id in self.ran_live:
-                report.changes.append(
-                    Finding(
-                        FindingKind.NOT_CALLED,
-                        b.call_key,
-                        f"the live code no longer makes the recorded {b.kind} call {b.name!r}",
+                message = f"the live code no longer makes the recorded {b.kind} call {b.name!r}"
+                change = self.policy.intended(b.call_key)
+                if change is None:
+                    report.changes.append(Finding(FindingKind.NOT_CALLED, b.call_key, message))
+                else:
+                    report.intended.append(
+                        Finding(
+                            FindingKind.NOT_CALLED,
+                            b.call_key,
+                            f"{message} (intended: {change})",
+                            cause=DriftCause.INTENDED,
+                            change=change,
+                        )
                     )
-                )
                 continue
             report.divergences.append(
                 Finding(FindingKind.UNUSED_RECORDING, b.call_key, f"recorded {b.kind} call {b.name!r} was never made")

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from .._internal import hooks
 from ..errors import ConfigError
 from . import _netguard as netguard
+from ._paths import PathPattern
 
 if TYPE_CHECKING:
     from ..model import Trace
@@ -66,6 +67,74 @@ def _hosts(value: Iterable[str]) -> tuple[str, ...]:
     return items
 
 
+_STRICT_LEVELS: tuple[str, ...] = ("input", "all")
+
+
+def _strict(value: Any) -> bool | Mapping[str, str]:
+    if isinstance(value, bool):
+        return value
+    if not isinstance(value, Mapping):
+        raise ConfigError("strict", value, "True, False or {selector: 'input' or 'all'}, e.g. {'kind:llm': 'input'}")
+    for selector, level in value.items():
+        _selectors("strict", (selector,))
+        if level not in _STRICT_LEVELS:
+            raise ConfigError(
+                "strict",
+                {selector: level},
+                "'input' (a changed input of these boundaries fails the replay) or 'all' (any drift of them does)",
+            )
+    return MappingProxyType(dict(value))
+
+
+def _paths(option: str, value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = (value,)
+    try:
+        items = tuple(value)
+    except TypeError:
+        raise ConfigError(option, value, "a list of paths such as '$.stream_options'") from None
+    for item in items:
+        PathPattern(item)  # raises ConfigError naming a bad path
+    return items
+
+
+def _pairs(value: Any) -> bool:
+    """``value`` is already in the kept form ``((str, (str, ...)), ...)`` (``dataclasses.replace`` passes it again)."""
+    return (
+        isinstance(value, tuple)
+        and bool(value)
+        and all(type(v) is tuple and len(v) == 2 and isinstance(v[1], tuple) for v in value)
+    )
+
+
+def _ignore(value: Any) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """``ignore=`` as ``((selector, paths), ...)``: a list of paths applies to every boundary (selector ``"*"``)."""
+    if isinstance(value, str):
+        raise ConfigError("ignore", value, "a list of paths such as ['$.stream_options'], not a string")
+    if _pairs(value):
+        value = dict(value)
+    if isinstance(value, Mapping):
+        return tuple((_selectors("ignore", (sel,))[0], _paths("ignore", paths)) for sel, paths in value.items())
+    paths = _paths("ignore", value)
+    return (("*", paths),) if paths else ()
+
+
+def _changed(value: Any) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """``changed=`` as ``((change name, selectors), ...)``: a list of selectors names each change after its selector."""
+    if isinstance(value, str):
+        raise ConfigError("changed", value, "a list of selectors or {change name: selectors}, not a string")
+    if _pairs(value):
+        value = dict(value)
+    if isinstance(value, Mapping):
+        pairs = []
+        for name, selectors in value.items():
+            if not isinstance(name, str) or not name:
+                raise ConfigError("changed", name, "a change name such as 'guardrail-v2'")
+            pairs.append((name, _selectors("changed", (selectors,) if isinstance(selectors, str) else selectors)))
+        return tuple(pairs)
+    return tuple((sel, (sel,)) for sel in _selectors("changed", value))
+
+
 def _overrides(value: Mapping[str, Any]) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
         raise ConfigError("override", value, "a mapping {call key: value or callable}, e.g. {'plan[0]': ...}")
@@ -93,8 +162,15 @@ class ReplayOptions:
     """A stubbed call whose input differs: ``"warn"`` (drift), ``"error"`` (divergence) or ``"ignore"``."""
     on_missing: OnMissing = OnMissing.ERROR
     """A call with no recording: ``"error"`` (divergence) or ``"live"``."""
-    strict: bool = False
-    """Drift also makes ``report.ok`` false."""
+    strict: bool | Mapping[str, str] = False
+    """Drift also makes ``report.ok`` false: True for all drift, or per selector ``{"kind:llm": "input"}`` (a changed
+    input of those boundaries fails) or ``"all"`` (any drift of them fails). Declared changes never fail."""
+    ignore: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """Paths of inputs whose differences are not drift (``["$.stream_options", "$..request_id"]``), for every
+    boundary, or per selector (``{"openai.*": ["$.stream_options"]}``); kept as ``((selector, paths), ...)``."""
+    changed: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """Declared intended changes: selectors of boundaries whose changed output, and the drift it causes after it, are
+    intended (``{"guardrail-v2": ["check_order"]}`` or ``["check_order"]``); kept as ``((name, selectors), ...)``."""
     allow: tuple[str, ...] | None = None
     """Module prefixes whose classes recorded values may be rebuilt as; None: the top-level packages that define
     boundaries in this process."""
@@ -122,8 +198,9 @@ class ReplayOptions:
         set_(self, "on_missing", _choice(OnMissing, "on_missing", self.on_missing))
         if self.allow is not None:
             set_(self, "allow", _selectors("allow", self.allow))
-        if not isinstance(self.strict, bool):
-            raise ConfigError("strict", self.strict, "True or False")
+        set_(self, "strict", _strict(self.strict))
+        set_(self, "ignore", _ignore(self.ignore))
+        set_(self, "changed", _changed(self.changed))
         if not isinstance(self.emit_spans, bool):
             raise ConfigError("emit_spans", self.emit_spans, "True or False")
         if not isinstance(self.isolate, bool):

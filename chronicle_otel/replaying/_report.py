@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from enum import Enum
 from typing import Any, Final
 
@@ -18,6 +18,20 @@ from ..model import format_key
 _MAX_DIFFS = 12
 
 
+class _Key(str):
+    """A key of a mapping whose keys are not all strings (written ``[key]``, matched as a name)."""
+
+    __slots__ = ()
+
+
+def format_path(segments: tuple[str | int, ...]) -> str:
+    """``("order", "items", 0)`` as ``$.order.items[0]``: the paths of :func:`json_diff`."""
+    parts = ["$"]
+    for seg in segments:
+        parts.append(f"[{seg}]" if isinstance(seg, (int, _Key)) else f".{seg}")
+    return "".join(parts)
+
+
 def json_diff(
     recorded: Any, actual: Any, path: str = "$", labels: tuple[str, str] = ("recorded", "now")
 ) -> Iterator[str]:
@@ -27,6 +41,14 @@ def json_diff(
     items: the codec's tagged objects (a dataclass, a pydantic model, a tuple, an exception) are walked through, not
     named (``$[3].choices[0].delta``, not ``$[3].data.choices[0].data.delta``).
     """
+    for segments, text in differences(recorded, actual, labels):
+        yield f"{path}{format_path(segments)[1:]}: {text}"
+
+
+def differences(
+    recorded: Any, actual: Any, labels: tuple[str, str] = ("recorded", "now"), path: tuple[str | int, ...] = ()
+) -> Iterator[tuple[tuple[str | int, ...], str]]:
+    """The differences of :func:`json_diff` as ``(path segments, what differs)``, to filter by path."""
     old, new = labels
     if isinstance(recorded, dict) and isinstance(actual, dict) and (TAG in recorded or TAG in actual):
         yield from _tagged_diff(recorded, actual, path, labels)
@@ -35,25 +57,29 @@ def json_diff(
     elif isinstance(recorded, list) and isinstance(actual, list):
         recorded, actual = with_classes(recorded), with_classes(actual)  # a run of models names its class once
         for i, (r, a) in enumerate(zip(recorded, actual)):  # noqa: B905 - lengths compared below
-            yield from json_diff(r, a, f"{path}[{i}]", labels)
+            yield from differences(r, a, labels, (*path, i))
         if len(recorded) != len(actual):
-            yield f"{path}: {old} {len(recorded)} items, {new} {len(actual)}"
+            yield path, f"{old} {len(recorded)} items, {new} {len(actual)}"
     elif recorded != actual or type(recorded) is not type(actual):
-        yield f"{path}: {old} {short(recorded)} != {new} {short(actual)}"
+        yield path, f"{old} {short(recorded)} != {new} {short(actual)}"
 
 
 def _mapping_diff(
-    recorded: dict[str, Any], actual: dict[str, Any], path: str, labels: tuple[str, str], keyed: bool = False
-) -> Iterator[str]:
+    recorded: dict[Any, Any],
+    actual: dict[Any, Any],
+    path: tuple[str | int, ...],
+    labels: tuple[str, str],
+    keyed: bool = False,
+) -> Iterator[tuple[tuple[str | int, ...], str]]:
     old, new = labels
     for key in sorted(set(recorded) | set(actual), key=str):
-        sub = f"{path}[{key}]" if keyed else f"{path}.{key}"
+        sub = (*path, _Key(key) if keyed else str(key))
         if key not in actual:
-            yield f"{sub}: {old} {short(recorded[key])}, {new} missing"
+            yield sub, f"{old} {short(recorded[key])}, {new} missing"
         elif key not in recorded:
-            yield f"{sub}: not {old}, {new} {short(actual[key])}"
+            yield sub, f"not {old}, {new} {short(actual[key])}"
         else:
-            yield from json_diff(recorded[key], actual[key], sub, labels)
+            yield from differences(recorded[key], actual[key], labels, sub)
 
 
 _FIELDS: Final = {"dataclass": "data", "namedtuple": "data", "custom": "data", "pydantic": "fields"}
@@ -101,7 +127,9 @@ def _scalar(node: Any) -> Any:
     return None
 
 
-def _tagged_diff(recorded: dict[str, Any], actual: dict[str, Any], path: str, labels: tuple[str, str]) -> Iterator[str]:
+def _tagged_diff(
+    recorded: dict[str, Any], actual: dict[str, Any], path: tuple[str | int, ...], labels: tuple[str, str]
+) -> Iterator[tuple[tuple[str | int, ...], str]]:
     """Two values one of which at least the codec tagged: their fields compared under ``path`` itself when they are
     objects of one kind (a changed class said first), else the values compared whole."""
     old, new = labels
@@ -111,14 +139,14 @@ def _tagged_diff(recorded: dict[str, Any], actual: dict[str, Any], path: str, la
             shown = _scalar(recorded), _scalar(actual)
             if shown[0] is None or shown[1] is None or shown[0] == shown[1]:
                 shown = recorded, actual
-            yield f"{path}: {old} {short(shown[0])} != {new} {short(shown[1])}"
+            yield path, f"{old} {short(shown[0])} != {new} {short(shown[1])}"
         return
     if r[1] != a[1]:
-        yield f"{path}: {old} {short(r[1])} != {new} {short(a[1])}"
+        yield path, f"{old} {short(r[1])} != {new} {short(a[1])}"
     if r[0] == "dict" and isinstance(r[2], dict) and isinstance(a[2], dict):
         yield from _mapping_diff(r[2], a[2], path, labels, keyed=True)
     else:
-        yield from json_diff(r[2], a[2], path, labels)
+        yield from differences(r[2], a[2], labels, path)
 
 
 def short(value: Any, width: int = 80) -> str:
@@ -156,18 +184,39 @@ def diff_lines(
     A text recorded by an earlier version is read as this version encodes the same value: only what changed is listed,
     not how models used to be written.
     """
+    return filtered_diff(recorded_text, actual_text, None, labels)[0]
+
+
+def filtered_diff(
+    recorded_text: str | None,
+    actual_text: str | None,
+    ignored: Callable[[tuple[str | int, ...]], bool] | None,
+    labels: tuple[str, str] = ("recorded", "now"),
+) -> tuple[list[str], int]:
+    """:func:`diff_lines` without the differences whose path ``ignored`` accepts, and how many those were.
+
+    No line left means the two texts differ only where ``ignored`` accepts (or not at all).
+    """
     recorded_text, actual_text = _current(recorded_text), _current(actual_text)
     try:
         recorded = orjson.loads(recorded_text) if recorded_text is not None else None
         actual = orjson.loads(actual_text) if actual_text is not None else None
     except orjson.JSONDecodeError:
-        return [f"{labels[0]} {short(recorded_text)} != {labels[1]} {short(actual_text)}"]
-    lines = _stream_diff(recorded, actual) if recorded != actual else []
+        return [f"{labels[0]} {short(recorded_text)} != {labels[1]} {short(actual_text)}"], 0
+    if recorded == actual:
+        return [], 0
+    lines = _stream_diff(recorded, actual) if ignored is None else None
+    hidden = 0
     if lines is None:
-        lines = list(json_diff(recorded, actual, labels=labels))
+        lines = []
+        for segments, text in differences(recorded, actual, labels):
+            if ignored is not None and ignored(segments):
+                hidden += 1
+            else:
+                lines.append(f"{format_path(segments)}: {text}")
     if len(lines) > _MAX_DIFFS:
         lines = [*lines[:_MAX_DIFFS], f"… and {len(lines) - _MAX_DIFFS} more differences"]
-    return lines
+    return lines, hidden
 
 
 def _stream_diff(recorded: Any, actual: Any) -> list[str] | None:
@@ -240,6 +289,22 @@ class FindingKind(str, Enum):
         return self.value
 
 
+class DriftCause(str, Enum):
+    """Why a drift happened (:attr:`Finding.cause`): a string, like :class:`FindingKind`."""
+
+    UPSTREAM = "upstream"
+    """A call before it in the run changed (a live output that differs, a call with no recording run live): expected
+    after a fix, whose effect the later calls see."""
+    UNEXPLAINED = "unexplained"
+    """Every call before it answered or returned as recorded: the request itself is built otherwise now (the prompt,
+    the model settings or the code building it changed)."""
+    INTENDED = "intended"
+    """A declared change covers it (:func:`~chronicle_otel.changed`, ``changed=``, or an ``override=`` before it)."""
+
+    def __str__(self) -> str:
+        return self.value
+
+
 @dataclasses.dataclass(frozen=True)
 class Finding:
     """One entry of a :class:`ReplayReport`.
@@ -249,22 +314,32 @@ class Finding:
         call_key: the call key concerned (recorded key for recordings, actual key for calls).
         message: one line saying what happened.
         details: the differences or candidates, one per line.
+        cause: for drift and intended changes, why it happened (:class:`DriftCause`); None for the others.
+        change: the declared change that covers it (in :attr:`ReplayReport.intended`).
+        strict: this drift fails the replay (``strict=``).
     """
 
     kind: FindingKind
     call_key: tuple[tuple[str, int], ...]
     message: str
     details: tuple[str, ...] = ()
+    cause: DriftCause | None = None
+    change: str | None = None
+    strict: bool = False
 
     def __post_init__(self) -> None:
         if type(self.kind) is not FindingKind:
             object.__setattr__(self, "kind", FindingKind(self.kind))
+        if self.cause is not None and type(self.cause) is not DriftCause:
+            object.__setattr__(self, "cause", DriftCause(self.cause))
 
     def __str__(self) -> str:
+        tag = f"{self.kind}, {self.cause}" if self.cause is not None and self.change is None else str(self.kind)
+        strict = " (strict: fails the replay)" if self.strict else ""
         head = (
-            f"[{self.kind}] {format_key(self.call_key)}: {self.message}"
+            f"[{tag}] {format_key(self.call_key)}: {self.message}{strict}"
             if self.call_key
-            else f"[{self.kind}] {self.message}"
+            else f"[{tag}] {self.message}{strict}"
         )
         return "\n".join([head, *(f"    {line}" for line in self.details)])
 
@@ -278,30 +353,39 @@ class ReplayReport:
             ``on_input_mismatch="error"``. Any of them makes :attr:`ok` false.
         drift: stubbed calls whose input changed under ``"warn"`` (expected after a fix: downstream LLM
             calls see new inputs; the stub still answers), and unrecorded calls run live under ``on_missing="live"``.
+            Each says its :attr:`~Finding.cause`: ``upstream`` (a call before it changed) or ``unexplained``.
         changes: live boundaries whose output (or error) differs from the recording — usually the point of the fix.
+        intended: drift and changes a declared change covers (:func:`~chronicle_otel.changed`, ``changed=``,
+            ``override=``), listed apart; they never fail the replay.
         overrides: the what-if answers given instead of the recording (``override=``).
         session: session variables of this process that differ from the recording's (information only).
         stubbed: call keys answered from the recording (overridden ones included).
         live: call keys that ran live.
         live_llm: call keys of LLM boundaries that ran live (model calls). One not selected with ``live=`` is
             also a ``live-llm`` divergence.
-        strict: when true, drift also makes :attr:`ok` false.
+        ignored: differences of inputs that ``ignore=`` hid.
+        strict: when true, drift also makes :attr:`ok` false (``strict=`` per selector marks the findings that do:
+            :attr:`Finding.strict`).
     """
 
     divergences: list[Finding] = dataclasses.field(default_factory=list)
     drift: list[Finding] = dataclasses.field(default_factory=list)
     changes: list[Finding] = dataclasses.field(default_factory=list)
+    intended: list[Finding] = dataclasses.field(default_factory=list)
     overrides: list[Finding] = dataclasses.field(default_factory=list)
     session: list[Finding] = dataclasses.field(default_factory=list)
     stubbed: list[tuple[tuple[str, int], ...]] = dataclasses.field(default_factory=list)
     live: list[tuple[tuple[str, int], ...]] = dataclasses.field(default_factory=list)
     live_llm: list[tuple[tuple[str, int], ...]] = dataclasses.field(default_factory=list)
+    ignored: int = 0
     strict: bool = False
 
     @property
     def ok(self) -> bool:
-        """No divergence (and, when strict, no drift)."""
-        return not self.divergences and not (self.strict and self.drift)
+        """No divergence, and no drift that ``strict=`` makes fail."""
+        if self.divergences:
+            return False
+        return not (self.strict and self.drift) and not any(f.strict for f in self.drift)
 
     def __bool__(self) -> bool:
         return self.ok
@@ -309,14 +393,17 @@ class ReplayReport:
     def __str__(self) -> str:
         llm = f" ({len(self.live_llm)} LLM)" if self.live_llm else ""
         extra = f", {len(self.overrides)} overridden" if self.overrides else ""
+        tail = f", {len(self.intended)} intended" if self.intended else ""
+        tail += f", {self.ignored} differences ignored" if self.ignored else ""
         lines = [
             f"replay {'ok' if self.ok else 'FAILED'}: {len(self.stubbed)} stubbed{extra}, {len(self.live)} live{llm}, "
-            f"{len(self.divergences)} divergences, {len(self.drift)} drift, {len(self.changes)} changes"
+            f"{len(self.divergences)} divergences, {len(self.drift)} drift, {len(self.changes)} changes{tail}"
         ]
         sections = (
             ("divergences", self.divergences),
             ("drift", self.drift),
             ("changes", self.changes),
+            ("intended (declared changes)", self.intended),
             ("overrides", self.overrides),
             ("session variables that differ from the recording (information)", self.session),
         )

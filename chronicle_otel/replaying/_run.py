@@ -31,6 +31,7 @@ from ..model import Trace
 from . import _netguard as netguard
 from ._answers import UNRECORDED, unresolved
 from ._calls import Calls
+from ._drift import DriftPolicy
 from ._ledger import Ledger
 from ._matching import resolve_overrides
 from ._options import LOOPBACK, InputMismatch, OnMissing, ReplayOptions, allow_list
@@ -68,8 +69,8 @@ class ReplayRun:
         self.options = options
         selection = Selection(trace, options)  # selectors that can select nothing raise first
         overrides = resolve_overrides(options.override, trace)
-        self.report = ReplayReport(strict=options.strict)
-        self._ledger = Ledger(trace, self.report, overrides)
+        self.report = ReplayReport(strict=options.strict is True)
+        self._ledger = Ledger(trace, self.report, overrides, DriftPolicy(trace, options))
         self._calls = Calls(trace, options, selection, self.report, self._ledger, overrides)
         self._guard: contextlib.AbstractContextManager[Any] | None = None
         self._tokens: list[contextvars.Token[Any]] = []
@@ -182,6 +183,11 @@ class ReplayRun:
     def exit_block(self, state: object, output: Any, exc: BaseException | None) -> None:
         """A ``call(...)`` block ends: compare its output with the recording."""
         self._calls.exit_block(state, output, exc)
+
+    def declare(self, name: str) -> None:
+        """``changed(name)`` ran: the differences of the call in progress (the whole run, outside every call) are
+        intended."""
+        self._calls.declare(name)
 
     # ------------------------------------------------------------------ rerun
 
@@ -304,7 +310,9 @@ def replay(
     default: str = "live",
     on_input_mismatch: InputMismatch | str = "warn",
     on_missing: OnMissing | str = "error",
-    strict: bool = False,
+    strict: bool | Mapping[str, str] = False,
+    ignore: Iterable[str] | Mapping[str, Iterable[str]] = (),
+    changed: Iterable[str] | Mapping[str, str | Iterable[str]] = (),
     allow: Iterable[str] | None = None,
     emit_spans: bool = True,
     isolate: bool = True,
@@ -340,7 +348,16 @@ def replay(
         on_input_mismatch: a stubbed call whose input differs: ``"warn"`` (default; listed as drift, the
             stub still answers), ``"error"`` (raises :class:`ReplayDivergence`) or ``"ignore"``.
         on_missing: a call with no recording: ``"error"`` (raises :class:`ReplayDivergence`) or ``"live"``.
-        strict: drift also makes ``report.ok`` false.
+        strict: drift also makes ``report.ok`` false: ``True`` for all drift, or per selector,
+            ``{"kind:llm": "input"}``: a changed input of those boundaries fails the replay (``"all"``: any drift of
+            them, a call with no recording run live included). Intended changes never fail it.
+        ignore: paths of inputs whose differences are not drift, for volatile request fields:
+            ``["$.stream_options", "$.metadata.request_id", "$..id"]`` for every boundary, or per selector
+            ``{"openai.*": ["$.stream_options"]}``. A path is written as the report writes it; ``*``/``[*]`` match
+            any field or item, ``..name`` a field at any depth. Counted in ``report.ignored``.
+        changed: declared intended changes, the test's side of :func:`~chronicle_otel.changed`: selectors of
+            boundaries whose changed output (and the drift it alone causes after it) is intended,
+            ``["check_order"]`` or ``{"guardrail-v2": ["check_order"]}``. Listed in ``report.intended``.
         allow: module prefixes whose classes recorded values may be rebuilt as (registered types always are).
             Default: the ``allow=`` the trace was loaded with, else the top-level packages that define boundaries
             in this process (the same default as :attr:`Boundary.output <chronicle_otel.model.Boundary.output>`).
@@ -373,6 +390,8 @@ def replay(
         on_input_mismatch=on_input_mismatch,  # type: ignore[arg-type]
         on_missing=on_missing,  # type: ignore[arg-type]
         strict=strict,
+        ignore=ignore,  # type: ignore[arg-type]  # checked and kept as ((selector, paths), ...) by ReplayOptions
+        changed=changed,  # type: ignore[arg-type]
         allow=allow,  # type: ignore[arg-type]
         emit_spans=emit_spans,
         isolate=isolate,

@@ -120,6 +120,7 @@ def check_order(order: Order, quote: Quote) -> str | None:
     if order.quantity <= 0:
         return "the quantity must be positive"
     if os.environ.get("STOCK_AGENT_GUARDRAIL", "v2") == "v2":
+        chronicle.changed("guardrail-v2")  # a deliberate change: a replay lists what it explains as intended
         notional = order.quantity * quote.price
         if notional > NOTIONAL_LIMIT:
             return f"${notional:,.2f} is above the ${NOTIONAL_LIMIT:,.0f} limit for one order"

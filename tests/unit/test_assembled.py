@@ -401,7 +401,7 @@ def test_an_openai_chat_stream_overridden_with_a_message(recorder: Recorder, ins
     assert override.details[0].startswith('recorded stream of 9 chunks: tool call place_order {"symbol": "MSFT", "q')
     now = 'now stream of 4 chunks: tool call place_order {"symbol": "MSFT", "quantity": 10}; finish tool_calls'
     assert override.details[1] == now
-    [change] = [c for c in report.changes if c.call_key[-1][0] == "asm.place_order"]
+    [change] = [c for c in report.intended if c.call_key[-1][0] == "asm.place_order"]  # what the override explains
     assert "$.quantity: recorded 1000 != now 10" in change.details
 
 

@@ -57,7 +57,7 @@ def test_environment_reference_is_current() -> None:
 
 
 def test_replay_report_reference_lists_every_finding_kind_once() -> None:
-    from chronicle_otel.replaying import FindingKind
+    from chronicle_otel.replaying import DriftCause, FindingKind
 
     spec = importlib.util.spec_from_file_location("gen_reference", REPO / "scripts" / "gen_reference.py")
     assert spec is not None and spec.loader is not None
@@ -67,5 +67,7 @@ def test_replay_report_reference_lists_every_finding_kind_once() -> None:
     assert committed == gen_reference.render_findings(), (
         "docs/reference/replay-report.md is out of date: run scripts/gen_reference.py"
     )
-    listed = re.findall(r"^\| `([a-z-]+)` \|", committed, re.M)
+    kinds, causes = committed.split("The `cause` of a drift")
+    listed = re.findall(r"^\| `([a-z-]+)` \|", kinds, re.M)
     assert listed == [kind.value for kind in FindingKind] and len(set(listed)) == len(listed)
+    assert re.findall(r"^\| `([a-z-]+)` \|", causes, re.M) == [cause.value for cause in DriftCause]

@@ -210,7 +210,7 @@ def test_drift_of_a_passing_test_is_summed_up_warned_and_reported(project: pytes
             "*= chronicle replay drift =*",
             "test_inner.py::test_prompt_changed: 1 finding",
             "  plug.run[[]0[]] > plug.plan[[]0[]]: 1 input-drift",
-            "    [[]input-drift[]] *",
+            "    [[]input-drift, unexplained[]] input changed (unexplained: nothing before it changed, so the prompt*",
             "      $*request*: recorded 'sell $1,000' != now 'You are careful. sell $1,000'",
             "1 of 2 replayed tests drifted",
         ]
@@ -219,7 +219,8 @@ def test_drift_of_a_passing_test_is_summed_up_warned_and_reported(project: pytes
         [
             "*warnings summary*",
             "test_inner.py::test_prompt_changed",
-            "*test_inner.py:4: ChronicleWarning: chronicle replay drift in test_prompt_changed: 1 input-drift: "
+            "*test_inner.py:4: ChronicleWarning: chronicle replay drift in test_prompt_changed: "
+            "1 input-drift (unexplained): "
             "plug.run[[]0[]] > plug.plan[[]0[]]: *",  # the marker's line
         ]
     )
@@ -302,3 +303,124 @@ def test_a_report_that_cannot_be_written_is_said(project: pytest.Pytester) -> No
     result = project.runpytest("-p", "no:cacheprovider", "--chronicle-report=taken/report.json")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["--chronicle-report taken/report.json: not written: *"])
+
+
+def test_strict_per_selector_fails_the_prompt_change(project: pytest.Pytester) -> None:
+    project.makepyfile(
+        test_inner=DRIFTING.replace(
+            '@pytest.mark.chronicle_replay("traces/sync.jsonl")\ndef test_prompt_changed',
+            '@pytest.mark.chronicle_replay("traces/sync.jsonl", strict={"kind:llm": "input"})\ndef test_prompt_changed',
+        )
+    )
+    result = project.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*the replay diverged from the recording*",
+            "*[[]input-drift, unexplained[]] plug.run[[]0[]] > plug.plan[[]0[]]: input changed (unexplained: *"
+            "(strict: fails the replay)",
+            "*= chronicle replay drift =*",
+            "    [[]input-drift, unexplained[]] * (strict: fails the test)",
+        ]
+    )
+
+
+INTENDED = """
+import chronicle_otel as chronicle
+import pytest
+import plugagent
+
+@pytest.mark.chronicle_replay("traces/sync.jsonl", changed={"tighter-limit": ["plug.order"]})
+def test_declared_in_the_marker(chronicle_replay):
+    assert chronicle_replay.rerun(limit=100) == "blocked"
+
+@pytest.mark.chronicle_replay("traces/sync.jsonl")
+def test_not_declared(chronicle_replay):
+    assert chronicle_replay.rerun(limit=100) == "blocked"
+"""
+
+
+def test_a_declared_change_is_listed_apart_without_a_warning(project: pytest.Pytester) -> None:
+    project.makepyfile(test_inner=INTENDED)
+    result = project.runpytest(
+        "-p", "no:cacheprovider", "-W", _SHOWN, "--junitxml=junit.xml", "--chronicle-report=r.json"
+    )
+    result.assert_outcomes(passed=2)  # output changes are no drift: no warning either way
+    result.stdout.fnmatch_lines(
+        [
+            "*= chronicle replay drift =*",
+            "test_inner.py::test_declared_in_the_marker: 2 intended",
+            "  intended (declared changes):",
+            "    plug.run[[]0[]] > plug.order[[]0[]]: 1 output-changed",
+            "      [[]output-changed[]] output differs (intended: tighter-limit)",
+            "    plug.run[[]0[]]: 1 output-changed",  # the root's output changed because of it alone
+            "test_inner.py::test_not_declared: 2 findings",
+            "  plug.run[[]0[]] > plug.order[[]0[]]: 1 output-changed",
+            "1 of 2 replayed tests drifted; 1 with declared intended changes",
+        ]
+    )
+    suite = ElementTree.parse(project.path / "junit.xml").getroot()
+    properties = {
+        case.get("name"): [(p.get("name"), p.get("value")) for p in case.iter("property")]
+        for case in suite.iter("testcase")
+    }
+    declared = dict(properties["test_declared_in_the_marker"])
+    assert declared["chronicle_replay.drift"] == "0" and declared["chronicle_replay.intended"] == "2"
+    entries = {e["test"]: e for e in json.loads((project.path / "r.json").read_text())}
+    intended, _ = entries["test_inner.py::test_declared_in_the_marker"]["intended"]
+    assert intended["change"] == "tighter-limit" and intended["cause"] == "intended"
+    report = report_from_dict(entries["test_inner.py::test_declared_in_the_marker"])
+    assert [f.change for f in report.intended] == ["tighter-limit", "tighter-limit"]
+
+
+SUITE_DRIFT = """
+import pytest
+import plugagent
+
+@pytest.mark.chronicle_replay("traces/sync.jsonl")
+def test_prompt_changed(chronicle_replay):
+    plugagent.PROMPT["prefix"] = "You are careful. "
+    try:
+        assert chronicle_replay.rerun() == "filled"
+    finally:
+        plugagent.PROMPT["prefix"] = ""
+"""
+
+
+_PYTEST_TABLE = '[tool.pytest.ini_options]\nasyncio_default_fixture_loop_scope = "function"\n\n'
+
+
+def test_the_suite_policy_comes_from_pyproject(project: pytest.Pytester) -> None:
+    project.makepyfile(test_inner=SUITE_DRIFT)
+    (project.path / "tox.ini").unlink()
+    project.makepyprojecttoml(_PYTEST_TABLE + '[tool.chronicle]\nstrict = {"kind:llm" = "input"}\n')
+    result = project.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    project.makepyprojecttoml(
+        _PYTEST_TABLE + '[tool.chronicle]\nstrict = {"kind:llm" = "input"}\nignore = ["$.request"]\n'
+    )
+    result = project.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)  # the only difference is ignored
+    assert "chronicle replay drift" not in result.stdout.str()
+    # a marker's ignore adds to the suite's, its strict selectors to the suite's
+    project.makepyfile(test_inner=SUITE_DRIFT.replace('sync.jsonl")', 'sync.jsonl", ignore={"plug.order": ["$.x"]})'))
+    result = project.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+
+
+@pytest.mark.parametrize(
+    ("table", "says"),
+    [
+        ("stirct = true", "[tool.chronicle] has no option 'stirct'"),
+        ('ignore = "$.x"', "invalid value for ignore"),
+        ('strict = {"kind:llm" = "yes"}', "'input' (a changed input"),
+        ("strict = [", "pyproject.toml"),
+    ],
+)
+def test_a_bad_suite_policy_is_a_usage_error(project: pytest.Pytester, table: str, says: str) -> None:
+    project.makepyfile(test_inner=UNCHANGED)
+    (project.path / "tox.ini").unlink()
+    project.makepyprojecttoml(f"{_PYTEST_TABLE}[tool.chronicle]\n{table}\n")
+    result = project.runpytest("-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert says in result.stderr.str()

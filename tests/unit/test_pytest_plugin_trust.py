@@ -223,7 +223,7 @@ def test_strict_drift_fails_the_test_itself(project: pytest.Pytester) -> None:
     )
     result = project.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(failed=1, errors=0)
-    result.stdout.fnmatch_lines(["*[[]input-drift[]] net.run[[]0[]] > net.plan[[]0[]]*"])
+    result.stdout.fnmatch_lines(["*[[]input-drift, unexplained[]] net.run[[]0[]] > net.plan[[]0[]]*"])
 
 
 def test_an_override_on_the_marker(project: pytest.Pytester) -> None:

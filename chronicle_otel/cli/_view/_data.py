@@ -284,7 +284,7 @@ def _report_data(report: ReplayReport, trace: Trace, index: Mapping[int, int]) -
                 "count": len(findings),
                 "findings": [
                     {
-                        "kind": cap(f.kind, 100),
+                        "kind": cap(f"{f.kind}, {f.cause}" if f.cause is not None and not f.change else f.kind, 100),
                         "key": cap(format_key(f.call_key), 4 * _MAX_NAME) if f.call_key else "",
                         "message": cap(f.message, _MAX_VALUE),
                         "details": [cap(d, _MAX_VALUE) for d in f.details[:50]],

@@ -8,13 +8,14 @@ from pathlib import Path
 import orjson
 
 from ...errors import ChronicleError
-from ...replaying import Finding, FindingKind, ReplayReport
+from ...replaying import DriftCause, Finding, FindingKind, ReplayReport
 from .._output import clean
 
 SECTIONS = (
     ("divergences", "Divergences"),
     ("drift", "Drift"),
     ("changes", "Changes"),
+    ("intended", "Intended (declared changes)"),
     ("overrides", "Overrides"),
     ("session", "Session variables that differ from the recording"),
 )
@@ -94,10 +95,15 @@ def report_from_dict(data: object, where: str = "the report") -> ReplayReport:
     strict = data.get("strict", False)
     if not isinstance(strict, bool):
         raise ChronicleError(f"{where}: strict must be true or false")
+    ignored = data.get("ignored", 0)
+    if not isinstance(ignored, int) or isinstance(ignored, bool) or ignored < 0:
+        raise ChronicleError(f"{where}: ignored must be a count")
     return ReplayReport(
         divergences=findings["divergences"],
         drift=findings["drift"],
         changes=findings["changes"],
+        intended=findings["intended"],
+        ignored=ignored,
         overrides=findings["overrides"],
         session=findings["session"],
         stubbed=keys["stubbed"],
@@ -120,7 +126,16 @@ def _finding(item: object, where: str) -> Finding:
         known = FindingKind(kind)
     except ValueError:
         raise ChronicleError(f"{where}: unknown kind {kind!r} (a FindingKind: {', '.join(FindingKind)})") from None
-    return Finding(known, call_key, message, tuple(details))
+    cause, change, strict = item.get("cause"), item.get("change"), item.get("strict", False)
+    try:
+        known_cause = DriftCause(cause) if cause is not None else None
+    except ValueError:
+        raise ChronicleError(f"{where}: unknown cause {cause!r} (a DriftCause: {', '.join(DriftCause)})") from None
+    if change is not None and not isinstance(change, str):
+        raise ChronicleError(f"{where}: change must be a string or null")
+    if not isinstance(strict, bool):
+        raise ChronicleError(f"{where}: strict must be true or false")
+    return Finding(known, call_key, message, tuple(details), known_cause, change, strict)
 
 
 def _call_key(item: object, where: str) -> tuple[tuple[str, int], ...]:

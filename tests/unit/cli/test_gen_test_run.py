@@ -265,11 +265,28 @@ def test_a_generated_test_whose_prompt_changed_passes_and_prints_the_diff(record
     assert lines[start + 1 : start + 5] == [
         "tests/regressions/test_prompt.py::test_prompt: 1 finding",
         "  gtr.agent[0] > gtr.decide[0]: 1 input-drift",
-        "    [input-drift] input changed; answered from the recording",
+        "    [input-drift, unexplained] input changed (unexplained: nothing before it changed, so the prompt, the "
+        "model settings or the code building the request did); answered from the recording",
         "      $.question: recorded 'refund please' != now 'Be brief. refund please'",
     ]
-    assert "ChronicleWarning: chronicle replay drift in test_prompt: 1 input-drift: gtr.agent[0] > gtr.decide[0]" in (
+    assert "chronicle replay drift in test_prompt: 1 input-drift (unexplained): gtr.agent[0] > gtr.decide[0]" in (
         proc.stdout
     )
     (entry,) = json.loads((project / "drift.json").read_text())
     assert [f["kind"] for f in entry["findings"]] == ["input-drift"]
+
+
+def test_generated_strict_and_ignore_options_decide_the_prompt_change(recorder: Recorder, project: Path) -> None:
+    tid = recorded(recorder, "refund please")
+    assert gen_test(recorder, tid, "--name", "strict", "--strict", "kind:llm")[0] == 0
+    code, _, err = gen_test(recorder, tid, "--name", "ignored", "--strict", "kind:llm", "--ignore", "$.question")
+    assert code == 0, err
+    source = (project / "tests/regressions/test_ignored.py").read_text()
+    assert 'ignore=["$.question"], strict={"kind:llm": "input"}' in source
+    agent = project / "gtrapp" / "agent.py"
+    agent.write_text(APP.replace('if decide(question) == "lookup"', 'if decide("Be brief. " + question) == "lookup"'))
+    proc = plain_pytest(project, "tests/regressions")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "1 failed, 1 passed" in proc.stdout
+    assert "test_strict.py::test_strict" in proc.stdout and "(strict: fails the replay)" in proc.stdout
+    assert "test_ignored.py::test_ignored:" not in proc.stdout  # its only difference is ignored: no drift

@@ -66,6 +66,8 @@ def run_pytest(test_file: str) -> subprocess.CompletedProcess[str]:
         ("--override", "gt.price[0]", "expected KEY=PYTHON_EXPR"),
         ("--override", "gt.price[0]=1 +", "is not a Python expression"),
         ("--import", "os.system('x')", "is not one import statement"),
+        ("--ignore", "question", "--ignore: invalid value for ignore: 'question'; expected a path starting with '$'"),
+        ("--strict", "kind:llm=inputs", "--strict: invalid value for strict"),
     ],
 )
 def test_bad_options_write_nothing(recorder: Recorder, tmp_path: Path, option: str, value: str, message: str) -> None:

@@ -65,8 +65,11 @@ def test_generated_style_replay_in_process_counts_zero_model_calls(
         result = run.rerun()
     assert result.status == "blocked"
     assert run.report.ok, run.report  # no divergence, no unused recording
-    assert [f.call_key[-1][0] for f in run.report.drift] == ["finalize"]
-    assert {f.call_key[-1][0] for f in run.report.changes} == {"check_order", "place_order", "run_agent"}
+    # the fix declares itself (chronicle.changed("guardrail-v2")): what it explains is intended, not drift
+    assert run.report.drift == [] and run.report.changes == []
+    assert {(f.call_key[-1][0], f.change) for f in run.report.intended} == {
+        (name, "guardrail-v2") for name in ("check_order", "place_order", "finalize", "run_agent")
+    }
     assert agent.SimulatedLLM.calls == before
 
 

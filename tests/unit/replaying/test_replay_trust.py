@@ -166,9 +166,10 @@ def test_an_override_changes_the_downstream_outcome(recorder: Recorder) -> None:
     )
     assert run.report.stubbed == [(("trust.agent", 0), ("trust.classify", 0))]
     assert "1 overridden" in str(run.report) and "overrides:" in str(run.report)
-    # The guardrail now raises where it did not: a change, not a divergence.
+    # The guardrail now raises where it did not: a change the override asked for (intended), not a divergence.
     assert run.report.ok, run.report
-    assert {f.kind for f in run.report.changes} == {"output-changed"}
+    assert not run.report.changes
+    assert {(f.kind, f.change) for f in run.report.intended} == {("output-changed", "override 'trust.classify[0]'")}
 
 
 def test_an_override_value_an_exception_and_a_full_key(recorder: Recorder) -> None:
