@@ -159,6 +159,9 @@ class ReplayDivergence(ReplayError):
 class NetworkBlockedError(ReplayError):
     """A replay tried to resolve or connect to a host outside its allow-list.
 
+    The guard that raises it patches this interpreter's :mod:`socket` module, which a new process does not inherit:
+    the message says that child processes are not covered.
+
     Deliberately not an :class:`OSError`: network clients treat ``OSError`` as a transient failure and retry it,
     fall back to another host or cache, or turn it into a value, so a refusal raised as one would be hidden or
     would surface as an unrelated timeout. Clients that wrap every exception (or retry regardless) may still hide
@@ -196,7 +199,8 @@ class NetworkBlockedError(ReplayError):
         super().__init__(
             f"replay blocked {what}{where}; allowed hosts: {hosts}. To allow it, pass "
             f"replay(..., allow_hosts=[..., {host!r}]) or replay(..., block_network=False), "
-            "or run pytest with --chronicle-allow-network"
+            "or run pytest with --chronicle-allow-network. The guard covers this process only: child processes "
+            "(subprocess, os.system, multiprocessing's spawn and forkserver) reach the network unchecked"
         )
 
 

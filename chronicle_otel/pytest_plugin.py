@@ -16,7 +16,9 @@ drift that ``strict=`` makes fail, fails the test). The ``chronicle_replay`` fix
 ``await chronicle_replay.arerun()`` for an async root). A failing test shows the replay report.
 
 The network is blocked during the test (``block_network=True``): only this machine is reachable, and an attempt
-to reach anything else fails the test, naming the boundary that made it. ``--chronicle-allow-network`` turns the
+to reach anything else fails the test, naming the boundary that made it. That holds in the test's own process only:
+child processes it starts (``subprocess``, ``os.system``, ``multiprocessing`` by spawn or forkserver) are not
+covered. ``--chronicle-allow-network`` turns the
 guard off for the whole run (``block_network=`` on a marker still wins).
 
 Drift is never silent, whether the test passes or fails: after the tests, a ``chronicle replay drift`` section lists

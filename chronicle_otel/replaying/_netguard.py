@@ -32,9 +32,11 @@ The patches go in when the first guard is entered and the original functions com
 the last one exits, unless something else replaced them meanwhile: that replacement then stays, and the checking
 functions it may still call pass everything through.
 
-Out of scope: C code that resolves or connects on its own (direct ``_socket`` calls, uvloop, c-ares/aiodns,
-gRPC's core, libcurl), functions bound before the guard (``from socket import getaddrinfo``), and datagrams sent
-without ``connect`` (``sendto``).
+Out of scope: child processes, since the patches live in this interpreter only (a program run with ``subprocess``
+or ``os.system``, a ``multiprocessing`` worker started by ``spawn`` or ``forkserver``; a ``fork`` child inherits the
+patched module, but its refusals never reach the parent), C code that resolves or connects on its own (direct
+``_socket`` calls, uvloop, c-ares/aiodns, gRPC's core, libcurl), functions bound before the guard
+(``from socket import getaddrinfo``), and datagrams sent without ``connect`` (``sendto``).
 """
 
 from __future__ import annotations
@@ -139,7 +141,8 @@ class AllowList:
 class NetworkGuard:
     """While entered, refuse name lookups and connections to hosts outside ``allow``, in every thread.
 
-    Re-entrant and nestable; see the module docstring for how several active guards combine.
+    This process only: child processes (``subprocess``, ``os.system``, ``multiprocessing`` by spawn or forkserver)
+    are not covered. Re-entrant and nestable; see the module docstring for how several active guards combine.
 
     Args:
         allow: the host names, addresses and networks that stay reachable (see :class:`AllowList`).

@@ -181,7 +181,8 @@ class ReplayOptions:
     temporary store, and ``configure()`` calls meanwhile are sandboxed (:func:`chronicle_otel.config.isolated`)."""
     block_network: bool = True
     """While the run is active, DNS lookups and connections to hosts not in ``allow_hosts`` raise
-    :class:`~chronicle_otel.errors.NetworkBlockedError` (and are listed as divergences)."""
+    :class:`~chronicle_otel.errors.NetworkBlockedError` (and are listed as divergences). In this process only: child
+    processes (``subprocess``, ``os.system``, ``multiprocessing`` by spawn or forkserver) are not covered."""
     allow_hosts: tuple[str, ...] = LOOPBACK
     """What the network guard lets through: host names, addresses and networks (``"10.0.0.0/8"``); empty: nothing."""
     override: Mapping[str, Any] = dataclasses.field(default_factory=dict)

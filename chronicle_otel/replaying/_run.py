@@ -368,7 +368,9 @@ def replay(
             replay into the process's real pipeline.
         block_network: while the run is active, a DNS lookup or a connection to a host not in ``allow_hosts``
             raises :class:`~chronicle_otel.errors.NetworkBlockedError` naming the boundary on whose stack it was
-            made, and is a ``network`` divergence (even when the code that tried swallows the error).
+            made, and is a ``network`` divergence (even when the code that tried swallows the error). In this process
+            only: child processes (``subprocess``, ``os.system``, ``multiprocessing`` by spawn or forkserver) are
+            not covered.
         allow_hosts: host names, addresses and networks the guard lets through. Default: this machine
             (``localhost``, ``127.0.0.0/8``, ``::1``); empty: nothing.
         override: what-if answers, ``{call key: value}``: that recorded call is answered with ``value``

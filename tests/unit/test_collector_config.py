@@ -107,3 +107,10 @@ def test_compose_makes_the_file_exporter_directory_writable_for_the_collector_us
     assert any(m.split(":")[0] == out_host for m in init["volumes"])
     assert "chown 10001:10001" in " ".join(init["command"])
     assert collector["depends_on"]["collector-out"]["condition"] == "service_completed_successfully"
+
+
+def test_compose_app_environment_exports_otlp_http_to_the_http_port() -> None:
+    # The port 4318 takes OTLP/HTTP; an app under opentelemetry-instrument would otherwise send gRPC there.
+    app = yaml.safe_load((REPO / "docker-compose.yml").read_text())["x-chronicle-app-environment"]
+    assert app["OTEL_EXPORTER_OTLP_ENDPOINT"].endswith(":4318")
+    assert app["OTEL_EXPORTER_OTLP_PROTOCOL"] == "http/protobuf"

@@ -71,3 +71,18 @@ def test_replay_report_reference_lists_every_finding_kind_once() -> None:
     listed = re.findall(r"^\| `([a-z-]+)` \|", kinds, re.M)
     assert listed == [kind.value for kind in FindingKind] and len(set(listed)) == len(listed)
     assert re.findall(r"^\| `([a-z-]+)` \|", causes, re.M) == [cause.value for cause in DriftCause]
+
+
+def test_zero_code_examples_say_http_protobuf_for_the_otlp_http_port() -> None:
+    # Under opentelemetry-instrument the exporter speaks gRPC unless told otherwise: sent to a collector's OTLP/HTTP
+    # port (4318) that delivers no trace at all, while the local store still fills up.
+    examples = [
+        (page, block)
+        for page in PAGES
+        for block in re.findall(r"^```sh\n(.*?)^```", page.read_text(encoding="utf-8"), re.M | re.S)
+        if "opentelemetry-instrument" in block
+    ]
+    assert examples
+    for page, block in examples:
+        if ":4318" in block:
+            assert "OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf" in block, f"{page.relative_to(REPO)}:\n{block}"

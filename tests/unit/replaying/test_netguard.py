@@ -11,6 +11,7 @@ import asyncio
 import ipaddress
 import logging
 import socket
+import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -418,6 +419,18 @@ def test_the_error_names_the_attempt_the_boundary_the_allow_list_and_the_way_out
         assert way_out in message
     with NetworkGuard([]):
         assert "allowed hosts: none" in str(refusal_of(lambda: connect_raw(listener.port)))
+
+
+def test_a_child_process_is_not_guarded_and_the_refusal_says_so(listener: Listener) -> None:
+    connect = f"import socket; socket.create_connection(('127.0.0.1', {listener.port}), timeout=5).close()"
+    with NetworkGuard([]):
+        message = str(refusal_of(lambda: connect_raw(listener.port)))
+        child = subprocess.run([sys.executable, "-c", connect], capture_output=True, text=True, timeout=60)
+    assert child.returncode == 0, child.stderr
+    assert listener.accepted()  # the child's connection, made while the parent's was refused
+    assert "The guard covers this process only: child processes" in message
+    for way_around in ("subprocess", "os.system", "multiprocessing's spawn and forkserver"):
+        assert way_around in message
 
 
 def test_on_refusal_sees_each_refusal_once(listener: Listener, resolver: Resolver) -> None:
