@@ -163,6 +163,9 @@ class TraceSummary:
 class StoreReader:
     """Read access to a local store: traces, span lines and payloads. Never creates or changes anything.
 
+    A store the process may not write (read-only media, another user's directory) is read too: its index, closed by
+    its last writer, is opened as an immutable file.
+
     Args:
         path: the store directory; default :func:`default_store_path`. A directory without a store reads as empty.
 
@@ -200,25 +203,44 @@ class StoreReader:
                 return None
             self._create()  # the first writer's manifest wins: read back below
         self._format = self._check_format(manifest)
+        index = self.path / INDEX
         try:
-            db = sqlite3.connect(self.path / INDEX, timeout=30, check_same_thread=False, isolation_level=None)
+            db, tables = self._open_index(index)
         except sqlite3.Error as exc:  # a directory where the index should be, no permission to open it
-            raise StoreError(f"unreadable store index ({exc})", self.path / INDEX) from None
-        try:
-            self._prepare(db)
-            db.set_progress_handler(self._past_deadline, _PROGRESS_STEPS)
-            tables = self._check_tables(db)
-        except sqlite3.DatabaseError as exc:
-            db.close()
-            raise StoreError(f"unreadable store index ({exc})", self.path / INDEX) from None
-        except BaseException:
-            db.close()
-            raise
+            if self._writes or not _read_only_and_settled(self.path):
+                raise StoreError(f"unreadable store index ({exc})", index) from None
+            # A store on read-only media (an archive, a CI artifact, a read-only volume, another user's store): SQLite
+            # cannot make the shared-memory file of its write-ahead log beside it, but no writer can be at work
+            # there either, and there is no log to miss, so the index is read as an immutable file.
+            try:
+                db, tables = self._open_index(f"{index.absolute().as_uri()}?mode=ro&immutable=1")
+            except sqlite3.Error as again:
+                raise StoreError(f"unreadable store index ({again})", index) from None
         if tables == 0 and not create:  # a writer is creating the store right now: nothing to read yet
             db.close()
             return None
         self._db = db
         return db
+
+    def _open_index(self, target: Path | str) -> tuple[sqlite3.Connection, int]:
+        """The index at ``target`` (its path, or a ``file:`` URI), opened and checked.
+
+        Returns:
+            The connection, and how many of the store's tables the index holds.
+
+        Raises:
+            sqlite3.Error: it cannot be opened or read (closed again).
+            StoreError: it holds what chronicle never writes (see :meth:`_check_tables`).
+        """
+        uri = isinstance(target, str)
+        db = sqlite3.connect(target, uri=uri, timeout=30, check_same_thread=False, isolation_level=None)
+        try:
+            self._prepare(db)
+            db.set_progress_handler(self._past_deadline, _PROGRESS_STEPS)
+            return db, self._check_tables(db)
+        except BaseException:
+            db.close()
+            raise
 
     def _past_deadline(self) -> int:
         """SQLite's progress handler: non-zero interrupts the running statement."""
@@ -611,6 +633,17 @@ class StoreReader:
 _O_NOFOLLOW: Final[int] = getattr(os, "O_NOFOLLOW", 0)
 _O_NONBLOCK: Final[int] = getattr(os, "O_NONBLOCK", 0)  # opening a named pipe must not wait for a writer
 _O_BINARY: Final[int] = getattr(os, "O_BINARY", 0)
+
+
+def _read_only_and_settled(path: Path) -> bool:
+    """True when this process may not write the store directory or its index, and the index has no log beside it.
+
+    No write-ahead log: the last writer closed the index, and nothing is being written there.
+    """
+    index = path / INDEX
+    if os.path.lexists(path / f"{INDEX}-wal") or not os.path.isfile(index):
+        return False
+    return not (os.access(path, os.W_OK) and os.access(index, os.W_OK))
 
 
 def _has_replay_column(db: sqlite3.Connection) -> bool:
