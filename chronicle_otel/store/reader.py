@@ -89,6 +89,14 @@ MAX_LINE_BYTES: Final = 256 << 20
 MAX_TRACE_BYTES: Final = 256 << 20
 """Most bytes of span lines read for one trace, all segments together."""
 
+INDEX_ERRORS: Final = (sqlite3.DatabaseError, UnicodeDecodeError)
+"""What a query of an index may raise when the index is damaged or tampered with: SQLite's errors, and
+``UnicodeDecodeError`` when SQLite's message quotes bytes of the index that are not UTF-8 (``near "\\xff": syntax
+error`` of a schema whose text is not UTF-8: Python decodes the message strictly). A text value that is not UTF-8 is
+an ``OperationalError`` already."""
+
+_MAX_MESSAGE: Final = 500  # characters of SQLite's message kept in a StoreError: it may quote the index at length
+
 _TABLES: Final = ("traces", "span_lines", "payloads")
 _PAYLOAD_BATCH: Final = 500  # digests per query: within SQLite's bound on the parameters of one statement
 _TRACE_ID = re.compile(r"[0-9a-f]{32}\Z")
@@ -206,16 +214,16 @@ class StoreReader:
         index = self.path / INDEX
         try:
             db, tables = self._open_index(index)
-        except sqlite3.Error as exc:  # a directory where the index should be, no permission to open it
+        except (sqlite3.Error, UnicodeDecodeError) as exc:  # a directory where the index should be, no permission
             if self._writes or not _read_only_and_settled(self.path):
-                raise StoreError(f"unreadable store index ({exc})", index) from None
+                raise StoreError(f"unreadable store index ({index_error_text(exc)})", index) from None
             # A store on read-only media (an archive, a CI artifact, a read-only volume, another user's store): SQLite
             # cannot make the shared-memory file of its write-ahead log beside it, but no writer can be at work
             # there either, and there is no log to miss, so the index is read as an immutable file.
             try:
                 db, tables = self._open_index(f"{index.absolute().as_uri()}?mode=ro&immutable=1")
-            except sqlite3.Error as again:
-                raise StoreError(f"unreadable store index ({again})", index) from None
+            except (sqlite3.Error, UnicodeDecodeError) as again:
+                raise StoreError(f"unreadable store index ({index_error_text(again)})", index) from None
         if tables == 0 and not create:  # a writer is creating the store right now: nothing to read yet
             db.close()
             return None
@@ -229,7 +237,7 @@ class StoreReader:
             The connection, and how many of the store's tables the index holds.
 
         Raises:
-            sqlite3.Error: it cannot be opened or read (closed again).
+            sqlite3.Error, UnicodeDecodeError: it cannot be opened or read (closed again; see :data:`INDEX_ERRORS`).
             StoreError: it holds what chronicle never writes (see :meth:`_check_tables`).
         """
         uri = isinstance(target, str)
@@ -286,14 +294,14 @@ class StoreReader:
             self._deadline = time.monotonic() + self.query_timeout
         try:
             yield
-        except sqlite3.DatabaseError as exc:
+        except INDEX_ERRORS as exc:
             if self._deadline is not None and time.monotonic() > self._deadline:
                 raise StoreError(
                     f"reading the store index took too long (more than {self.query_timeout:g} s); "
                     "a damaged or tampered index?",
                     self.path / INDEX,
                 ) from None
-            raise StoreError(f"unreadable store index ({exc})", self.path / INDEX) from None
+            raise StoreError(f"unreadable store index ({index_error_text(exc)})", self.path / INDEX) from None
         finally:
             self._deadline = outer
 
@@ -693,6 +701,12 @@ def lines_of_trace(db: sqlite3.Connection, trace: str = ":trace_id") -> str:
 def _summary_columns(replays: bool) -> str:
     """The columns of a :class:`TraceSummary` row; ``replay_of`` reads as NULL from an index without it."""
     return f"{_SUMMARY_COLUMNS}, {_REPLAY_COLUMN if replays else 'NULL'}"
+
+
+def index_error_text(exc: BaseException) -> str:
+    """An error of :data:`INDEX_ERRORS` as text for a message, cut short; bytes that are not UTF-8 escaped."""
+    text = bytes(exc.object).decode("utf-8", "backslashreplace") if isinstance(exc, UnicodeDecodeError) else str(exc)
+    return text if len(text) <= _MAX_MESSAGE else text[:_MAX_MESSAGE] + "…"
 
 
 def _excerpt(value: object) -> str:
