@@ -19,8 +19,8 @@ import pytest
 import chronicle_otel as chronicle
 from chronicle_otel import semconv as sc
 from chronicle_otel.cli import main
-from chronicle_otel.store import payload_digest
 from tests.conftest import Recorder
+from tests.unit.replaying.trace_files import tamper
 
 AGENT = """
 import subprocess  # the module that defines the boundaries imports subprocess, as real code does
@@ -65,30 +65,6 @@ def recorded_file(recorder: Recorder, project: Path) -> Path:
     tools.agent("sell $1,000 of MSFT")
     recorder.config.force_flush()
     return chronicle.write_trace(chronicle.load_trace(recorder.store, "latest"), project / "incident.jsonl")
-
-
-def tamper(path: Path, boundary: str, changes: dict[str, Any]) -> None:
-    """Rewrite attributes of the span of ``boundary`` in an OTLP/JSON file; payload hashes are recomputed."""
-    lines = []
-    for line in path.read_text().splitlines():
-        doc = json.loads(line)
-        for rs in doc["resourceSpans"]:
-            for ss in rs["scopeSpans"]:
-                for span in ss["spans"]:
-                    attrs = {kv["key"]: kv for kv in span["attributes"]}
-                    if attrs[sc.BOUNDARY_NAME]["value"]["stringValue"] != boundary:
-                        continue
-                    for key, value in changes.items():
-                        text = value if isinstance(value, str) else orjson.dumps(value).decode()
-                        if key in attrs:
-                            attrs[key]["value"] = {"stringValue": text}
-                        else:
-                            span["attributes"].append({"key": key, "value": {"stringValue": text}})
-                        hash_key = {sc.INPUT: sc.INPUT_HASH, sc.OUTPUT: sc.OUTPUT_HASH}.get(key)
-                        if hash_key:
-                            attrs[hash_key]["value"] = {"stringValue": payload_digest(text.encode())}
-        lines.append(json.dumps(doc))
-    path.write_text("\n".join(lines) + "\n")
 
 
 def popen_payload(marker: Path) -> dict[str, Any]:
