@@ -36,7 +36,7 @@ def set_attribute(span: dict[str, Any], attrs: dict[str, dict[str, Any]], key: s
     else:
         span["attributes"].append({"key": key, "value": {"stringValue": text}})
     if key in _HASHES:
-        attrs[_HASHES[key]]["value"] = {"stringValue": payload_digest(text.encode())}
+        set_attribute(span, attrs, _HASHES[key], payload_digest(text.encode()))
 
 
 def tamper(path: Path, boundary: str, changes: dict[str, Any]) -> None:
