@@ -6,7 +6,7 @@ and a ``conftest.py`` that puts the project root on ``sys.path`` (only when the 
 gives a test that expects the recorded exception (``pytest.raises``) unless ``--expect`` says otherwise.
 
 Recorded names are untrusted: they enter the generated code only as string literals, or as imports of modules of the
-project itself that pass the checks of :func:`_project_module`.
+project itself whose source defines what the trace names (see :mod:`._definitions`).
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from ..model import Boundary, Trace, format_key
 from ..replaying import ReplayOptions, Selection, check_selectors, resolve_overrides
 from ..semconv import GEN_AI_PROVIDER_NAME
 from . import _source
+from ._definitions import defines_class, find_boundary, is_module_name, module_of, project_module
 from ._output import Output, clean
 from ._show import add_arguments
 
@@ -76,6 +77,12 @@ def add_parser(sub: Any) -> None:
         default=[],
         metavar="STATEMENT",
         help='an import the test needs, e.g. "from decimal import Decimal" (repeatable)',
+    )
+    p.add_argument(
+        "--root-module",
+        metavar="MODULE",
+        help="the module that defines the root boundary, imported by the test (default: the module the trace names, "
+        "only when its source in this directory defines a function decorated as that boundary)",
     )
     p.add_argument(
         "--allow",
@@ -123,19 +130,58 @@ def _literal(text: str) -> str:
     return literal
 
 
-def _import_line(root: Boundary, project: Path, more: bool = False) -> str:
-    """The import of the module that defines the root boundary, from its recorded ``module.qualname``: the first
-    statement of the test function, so that it runs inside the replay.
+@dataclasses.dataclass(frozen=True)
+class _RootImport:
+    """The module the test imports so that the replay finds the root boundary, and what else that takes."""
 
-    Recorded names are untrusted, and importing a module runs it. The import is written only when the recorded
-    module is a source file of the project directory itself that uses chronicle_otel: every part a plain ASCII
-    identifier, no ``__main__``, each package level a regular folder with an ``__init__.py`` (so it cannot lose to an
-    installed module of the same name, as a folder without one does), no symbolic link, and the file mentioning
-    ``chronicle_otel``. Otherwise a comment asks for the import. Nothing is imported here. ``more``: other imports
-    follow it.
+    module: str | None  # None: the test asks for the import in a comment
+    owner: str | None = None  # the class of a root that is a plain method: the test builds the object
+    note: str | None = None  # said on stderr
+
+
+def _root_import(root: Boundary, project: Path, named: str | None) -> _RootImport:
+    """What the test imports for the root boundary: ``named`` (``--root-module``), else the module of its recorded
+    ``code.function.name``, only when that module's source in ``project`` defines a function or method decorated as
+    the boundary of the recorded name (read with :mod:`ast`: nothing is imported here, and the trace is untrusted).
     """
-    module = _module_of(root.function) if isinstance(root.function, str) else None
-    if module and _project_module(module, project) is not None:
+    boundary = f"the root boundary {_literal(root.name)}"
+    if named is not None:
+        source = project_module(named, project)
+        found = find_boundary(source, named, root.name) if source is not None else None
+        if found is None:
+            why = (
+                f"its source defines no function decorated as {boundary} (read, not imported)"
+                if source is not None
+                else f"not a source file of this project that uses chronicle_otel, not checked to define {boundary}"
+            )
+            return _RootImport(named, note=f"--root-module {named}: {why}; the test imports it as asked")
+        return _RootImport(named, ".".join(found.classes) if found.plain_method else None)
+    module = module_of(root.function) if isinstance(root.function, str) else None
+    if module is None:
+        return _RootImport(None, note=f"the trace names no module for {boundary}: {_NAME_IT}")
+    source = project_module(module, project)
+    found = find_boundary(source, module, root.name) if source is not None else None
+    if found is None:
+        why = (
+            "its source defines no function decorated as that boundary (read, not imported)"
+            if source is not None
+            else "it is not a source file of this project that uses chronicle_otel"
+        )
+        return _RootImport(
+            None,
+            note=f"the test does not import {module}, which the trace names for {boundary}: {why}; {_NAME_IT}",
+        )
+    return _RootImport(module, ".".join(found.classes) if found.plain_method else None)
+
+
+_NAME_IT: Final = "name the module that defines it with --root-module MODULE"
+
+
+def _import_line(root: Boundary, module: str | None, more: bool = False) -> str:
+    """The first statements of the test function: the import of the module that defines the root boundary (see
+    :func:`_root_import`), so that it runs inside the replay; or a comment asking for it. ``more``: other imports
+    follow it."""
+    if module is not None:
         return (
             "    # Imported here, inside the replay: a configure() the module runs on import is isolated (nothing\n"
             "    # exported, nothing written to the real store).\n"
@@ -143,77 +189,9 @@ def _import_line(root: Boundary, project: Path, more: bool = False) -> str:
         )
     return (
         f"    # import the module that defines the boundary {_literal(root.name)} here, so replay can find it\n"
-        "    # (inside the replay: a configure() the module runs on import is then isolated)\n"
+        "    # (inside the replay: a configure() the module runs on import is then isolated), or write the test\n"
+        "    # again with gen-test --root-module MODULE\n"
     )
-
-
-def _method_owner(root: Boundary, project: Path) -> tuple[str, str] | None:
-    """``(module, Class)`` when the root boundary is a plain method of a class (``self`` is never recorded, so the
-    test must build the object), read from the project's own source file without importing it; else None."""
-    function = root.function if isinstance(root.function, str) else ""
-    module = _module_of(function)
-    source = _project_module(module, project) if module else None
-    path = function[len(module) + 1 :].split(".") if module else []
-    if module is None or source is None or len(path) < 2 or not all(p.isascii() and p.isidentifier() for p in path):
-        return None
-    try:
-        body = ast.parse(source.read_bytes()).body
-    except (SyntaxError, ValueError, OSError):
-        return None
-    for part in path[:-1]:
-        cls = next((n for n in body if isinstance(n, ast.ClassDef) and n.name == part), None)
-        if cls is None:
-            return None
-        body = cls.body
-    functions = (ast.FunctionDef, ast.AsyncFunctionDef)
-    fn = next((n for n in body if isinstance(n, functions) and n.name == path[-1]), None)
-    if fn is None:
-        return None
-    decorators = {getattr(d, "id", getattr(d, "attr", None)) for d in fn.decorator_list}
-    if decorators & {"classmethod", "staticmethod"}:
-        return None
-    return module, ".".join(path[:-1])
-
-
-def _module_of(function: str) -> str | None:
-    """``pkg.mod`` of ``pkg.mod.Class.method``: the dotted prefix of ASCII identifiers, classes dropped."""
-    names = []
-    for part in function.split(".")[:-1]:
-        if not (part.isascii() and part.isidentifier()) or keyword.iskeyword(part):
-            break
-        names.append(part)
-    # Without importing, the module/class boundary is unknown: drop trailing capitalised names (classes).
-    while len(names) > 1 and names[-1][:1].isupper():
-        names.pop()
-    return ".".join(names) or None
-
-
-_MAX_SOURCE_BYTES = 4 << 20
-
-
-def _project_module(module: str, project: Path) -> Path | None:
-    """The source file of ``module`` inside ``project`` when it qualifies for an import (see :func:`_import_line`)."""
-    parts = module.split(".")
-    if "__main__" in parts or parts[0] in sys.builtin_module_names or parts[0] in sys.stdlib_module_names:
-        return None
-    folder = project
-    for part in parts[:-1]:
-        folder = folder / part
-        init = folder / "__init__.py"
-        if folder.is_symlink() or not folder.is_dir() or init.is_symlink() or not init.is_file():
-            return None
-    leaf = folder / parts[-1]
-    candidates = [leaf / "__init__.py", leaf.with_name(f"{parts[-1]}.py")]
-    for source in candidates:
-        if source.is_symlink() or not source.is_file() or (leaf.is_symlink()):
-            continue
-        try:
-            if source.stat().st_size > _MAX_SOURCE_BYTES or b"chronicle_otel" not in source.read_bytes():
-                return None
-        except OSError:
-            return None
-        return source
-    return None
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
@@ -267,11 +245,12 @@ def generate(trace: Trace, args: argparse.Namespace, out: TextIO) -> int:
     for expr in args.expect:
         _check_expression(expr)
     imports = _auto_imports(trace, args.expect, list(overrides.values()), explicit, project)
-    owner = _method_owner(root, project)
+    root_import = _root_import(root, project, _root_module(args))
+    owner = root_import.owner
     rerun_args = "instance=instance" if owner is not None else ""
     instance_line = (
-        f"    # {_literal(root.name)} is a method of {owner[1]}: the object it runs on (self is never recorded).\n"
-        f"    # Build it as your code does.\n    instance = {owner[0]}.{owner[1]}()\n\n"
+        f"    # {_literal(root.name)} is a method of {owner}: the object it runs on (self is never recorded).\n"
+        f"    # Build it as your code does.\n    instance = {root_import.module}.{owner}()\n\n"
         if owner is not None
         else ""
     )
@@ -309,7 +288,7 @@ def generate(trace: Trace, args: argparse.Namespace, out: TextIO) -> int:
         f"@pytest.mark.chronicle_replay(TRACE, {', '.join(options)})\n"
         f"def test_{slug}(chronicle_replay{', monkeypatch' if keys else ''}):\n"
         f"{_placeholder_block(keys)}"
-        f"{_import_line(root, project, bool(in_test))}"
+        f"{_import_line(root, root_import.module, bool(in_test))}"
         f"{in_test + chr(10) if in_test else ''}"
         f"{instance_line}"
         f"{expected_error.block if expected_error is not None else _result_block(args.expect, root.stream, rerun_args)}"
@@ -320,12 +299,12 @@ def generate(trace: Trace, args: argparse.Namespace, out: TextIO) -> int:
         raise ChronicleError(f"{test_file} exists (a test you may have edited): give --name, or --force to replace it")
     for line in live_lines:
         print(f"gen-test: {clean(line)}", file=sys.stderr)
-    for note in imports.notes:
+    for note in [*imports.notes, *([root_import.note] if root_import.note else [])]:
         print(f"gen-test: {clean(note)}", file=sys.stderr)
     if owner is not None:
         print(
-            f"gen-test: the root is a method of {clean(owner[1])}: the test builds the object with "
-            f"{clean(owner[1])}(); change that line if it takes arguments",
+            f"gen-test: the root is a method of {clean(owner)}: the test builds the object with "
+            f"{clean(owner)}(); change that line if it takes arguments",
             file=sys.stderr,
         )
     in_main = sorted({b.name for b in trace.boundaries if b.name.startswith("__main__.")})
@@ -352,6 +331,7 @@ def generate(trace: Trace, args: argparse.Namespace, out: TextIO) -> int:
                     *(s for s in module_imports if s != "from pathlib import Path"),
                     *dict.fromkeys(imports.in_test),
                 ],
+                "root_module": root_import.module,
                 "expects_error": expected_error.type_name if expected_error is not None else None,
                 "live": [dataclasses.asdict(c) for c in _live_calls(trace, stub, args.live, overrides)],
             }
@@ -435,13 +415,13 @@ def _auto_imports(
                     f"{option} uses {name}, recorded as several classes ({', '.join(classes[:5])}): "
                     f"add --import for the one meant"
                 )
-            elif classes and (_module_of(classes[0]) or "").split(".")[0] == "__main__":
+            elif classes and (module_of(classes[0]) or "").split(".")[0] == "__main__":
                 imports.notes.append(
                     f"{option} uses {name}, recorded as {classes[0]}: a script run by path records its names under "
                     "__main__, which a test cannot import; record from a module (python -m yourapp) instead"
                 )
             elif classes:
-                module = _module_of(classes[0]) or "?"
+                module = module_of(classes[0]) or "?"
                 where = "defined in the project" if statement is not None else "not a module of this project"
                 imports.notes.append(
                     f"{option} uses {name}, recorded as {classes[0]}, which gen-test does not import "
@@ -487,7 +467,7 @@ def _recorded_classes(trace: Trace) -> dict[str, set[str]]:
     def add(class_name: Any) -> None:
         if not isinstance(class_name, str):
             return
-        module = _module_of(class_name)
+        module = module_of(class_name)
         if module is None:
             return
         name = class_name[len(module) + 1 :].split(".")[0]
@@ -518,12 +498,13 @@ def _recorded_classes(trace: Trace) -> dict[str, set[str]]:
 
 
 def _class_import(name: str, class_name: str, project: Path) -> str | None:
-    """``from pkg.mod import Name`` when ``class_name`` is defined in a module of the project that passes the checks
-    of :func:`_import_line`; else None."""
-    module = _module_of(class_name)
+    """``from pkg.mod import Name`` when ``class_name`` is ``Name`` (or a class in it) of a module of the project
+    (see :func:`~._definitions.project_module`) whose source defines the class ``Name``; else None."""
+    module = module_of(class_name)
     if module is None or class_name[len(module) + 1 :].split(".")[0] != name:
         return None
-    if _project_module(module, project) is None:
+    source = project_module(module, project)
+    if source is None or not defines_class(source, name):
         return None
     return f"from {module} import {name}"
 
@@ -561,7 +542,7 @@ def _expected_error(root: Boundary, project: Path, rerun_args: str = "") -> _Exp
     builtin = getattr(builtins, short, None) if "." not in short and short.isidentifier() else None
     if isinstance(builtin, type) and issubclass(builtin, BaseException):
         return _ExpectedError(type_name, "", f"{comment}    with pytest.raises({short}):\n{rerun}", [])
-    module = _module_of(type_name)
+    module = module_of(type_name)
     statement = _class_import(type_name[len(module) + 1 :].split(".")[0], type_name, project) if module else None
     if module is not None and statement is not None:
         qualname = type_name[len(module) + 1 :]
@@ -669,6 +650,17 @@ def _unreplayable(
         if classes:
             out.append((b, classes))
     return out
+
+
+def _root_module(args: argparse.Namespace) -> str | None:
+    """``--root-module``, checked to be a module name (it is written into the test), or None."""
+    named = getattr(args, "root_module", None)
+    if named is None:
+        return None
+    text = str(named).strip()
+    if not (text and is_module_name(text)) or "__main__" in text.split("."):
+        raise ChronicleError(f"--root-module {named!r}: expected a module name such as 'myapp.agent'")
+    return text
 
 
 def _allow_prefix(prefix: str) -> str:

@@ -39,6 +39,7 @@ from ..redact import redact_assignments as redact_assignments
 from ..redact import redact_encoded as redact_encoded
 from ..redact import redact_tree as redact_tree
 from ..redact import resolve as resolve
+from ._classes import ENDS_ITERATION as ENDS_ITERATION
 from ._classes import find_loaded_class
 from ._decode import UnresolvedObject, decode, decode_value
 from ._encode import encode, encode_unscanned, to_json_value, value_scan
@@ -51,7 +52,8 @@ from ._upgrade import same_encoding, upgrade_encoding
 from ._walk import exception_attrs as exception_attrs
 
 # Names imported as themselves (``X as X``) are not in __all__ but stay reachable here, as before the codec became a
-# package: the tag key, an exception's plain attributes, the allow-list type and the redaction names it uses.
+# package: the tag key, an exception's plain attributes, the allow-list type and the redaction names it uses; and the
+# exceptions never rebuilt although they are Exceptions (the replay names them).
 
 __all__ = [
     "CODEC_VERSION",

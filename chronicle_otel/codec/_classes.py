@@ -93,8 +93,13 @@ def _is_enum(cls: type) -> bool:
     return isinstance(cls, type) and issubclass(cls, enum.Enum)
 
 
+ENDS_ITERATION: Final = (StopIteration, StopAsyncIteration)
+"""Exceptions that end the iteration they are raised in: raised into ``map()``, ``next()`` or a ``for`` loop they end
+it silently instead of failing. Never rebuilt from a recording, as ``BaseException``-only classes are not."""
+
+
 def _is_exception(cls: type) -> bool:
-    return isinstance(cls, type) and issubclass(cls, Exception)
+    return isinstance(cls, type) and issubclass(cls, Exception) and not issubclass(cls, ENDS_ITERATION)
 
 
 def _is_any(cls: type) -> bool:
@@ -104,7 +109,8 @@ def _is_any(cls: type) -> bool:
 _BUILTIN_EXCEPTIONS: Final = {
     f"builtins.{name}": obj
     for name, obj in vars(builtins).items()
-    if isinstance(obj, type) and issubclass(obj, Exception) and obj.__module__ == "builtins"
+    if _is_exception(obj) and obj.__module__ == "builtins"
 }
 """Builtin exceptions a recording may name: :class:`Exception` subclasses only (never ``KeyboardInterrupt``,
-``SystemExit``, ``GeneratorExit`` or another ``BaseException``-only class)."""
+``SystemExit``, ``GeneratorExit`` or another ``BaseException``-only class), and never those of
+:data:`ENDS_ITERATION`."""

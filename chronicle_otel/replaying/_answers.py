@@ -20,7 +20,7 @@ from ..model import Boundary, ReplayedError
 from ._compare import describe
 from ._options import ReplayOptions
 from ._report import Finding, FindingKind, ReplayReport, short_repr
-from ._stubs import CANCELLED, Answer, override_answer
+from ._stubs import CANCELLED, Answer, ends_iteration, override_answer
 
 UNRECORDED: Final = "(not recorded) "
 """Marks the class name of a placeholder for a value that was never recorded (``unencodable``: only its repr)."""
@@ -83,10 +83,17 @@ class Answers:
         listed = ", ".join(sorted(n.removeprefix(UNRECORDED) for n in names)[:5])
         never = sorted(n for n in names if _never_rebuilt(n))
         unrecorded = sorted(n.removeprefix(UNRECORDED) for n in names if n.startswith(UNRECORDED))
+        stops = sorted(n for n in names if ends_iteration(n))
         if unrecorded:
             advice = (
                 f"{', '.join(unrecorded[:5])} was never recorded (only its text was kept: it could not be encoded, "
                 "or it came past what one stream keeps); select the boundary live, or override it (override=)"
+            )
+        elif stops:
+            advice = (
+                f"{', '.join(stops[:5])} is never rebuilt (raised by a stub it would end the caller's iteration "
+                "silently: map(), next(), a for loop): the stub raises a ReplayedError in its place; select the "
+                "boundary live, or override it (override=)"
             )
         elif never:
             advice = (

@@ -10,8 +10,9 @@ import orjson
 
 from .._assembled import Assembled, RebuildError, rebuild
 from .._internal.hooks import Shape
+from ..codec import ENDS_ITERATION, find_loaded_class
 from ..errors import ReplayDivergence, ReplayError
-from ..model import Boundary
+from ..model import Boundary, ReplayedError, format_key
 from ..record.adapters import StreamAdapter, StreamReplay
 
 Answer = Callable[[], "tuple[Any, BaseException | None]"]
@@ -246,4 +247,23 @@ def _past_the_recording(rec: Boundary, count: int) -> None:
 def _error(rec: Boundary, allow: tuple[str, ...]) -> BaseException:
     error = rec.decode_error(allow)
     assert error is not None  # rec.failed
+    if isinstance(error, ReplayedError) and ends_iteration(error.type_name):
+        # Raised where the code may wait for a StopIteration, it says why it came instead, and from which call.
+        error.args = (
+            f"{error.args[0]} (recorded by {format_key(rec.call_key)}; a stub never raises {error.type_name}, which "
+            "would end the caller's iteration silently (map(), next(), a for loop): it raises this ReplayedError "
+            "in its place)",
+        )
     return error
+
+
+def ends_iteration(type_name: str) -> bool:
+    """Whether the recorded class ``type_name`` is one of :data:`~chronicle_otel.codec.ENDS_ITERATION` or a subclass,
+    as far as the modules already imported say (nothing is imported to find out)."""
+    if type_name in _BUILTIN_STOPS:
+        return True
+    cls = find_loaded_class(type_name)
+    return cls is not None and issubclass(cls, ENDS_ITERATION)
+
+
+_BUILTIN_STOPS: Final = frozenset(f"builtins.{cls.__name__}" for cls in ENDS_ITERATION)

@@ -490,7 +490,7 @@ class LocalStore(StoreReader):
                 f"SELECT 1 FROM span_lines WHERE {lines_of_trace(db)} AND segment = :segment AND offset = :offset",
                 {"trace_id": row[0], "segment": row[1], "offset": row[2]},
             ).fetchone()
-        except (sqlite3.Error, OSError):
+        except (sqlite3.Error, UnicodeDecodeError, OSError):  # see INDEX_ERRORS
             return True
         return found is not None
 

@@ -89,6 +89,14 @@ MAX_LINE_BYTES: Final = 256 << 20
 MAX_TRACE_BYTES: Final = 256 << 20
 """Most bytes of span lines read for one trace, all segments together."""
 
+INDEX_ERRORS: Final = (sqlite3.DatabaseError, UnicodeDecodeError)
+"""What a query of an index may raise when the index is damaged or tampered with: SQLite's errors, and
+``UnicodeDecodeError`` when SQLite's message quotes bytes of the index that are not UTF-8 (``near "\\xff": syntax
+error`` of a schema whose text is not UTF-8: Python decodes the message strictly). A text value that is not UTF-8 is
+an ``OperationalError`` already."""
+
+_MAX_MESSAGE: Final = 500  # characters of SQLite's message kept in a StoreError: it may quote the index at length
+
 _TABLES: Final = ("traces", "span_lines", "payloads")
 _PAYLOAD_BATCH: Final = 500  # digests per query: within SQLite's bound on the parameters of one statement
 _TRACE_ID = re.compile(r"[0-9a-f]{32}\Z")
@@ -163,6 +171,9 @@ class TraceSummary:
 class StoreReader:
     """Read access to a local store: traces, span lines and payloads. Never creates or changes anything.
 
+    A store the process may not write (read-only media, another user's directory) is read too: its index, closed by
+    its last writer, is opened as an immutable file.
+
     Args:
         path: the store directory; default :func:`default_store_path`. A directory without a store reads as empty.
 
@@ -200,25 +211,44 @@ class StoreReader:
                 return None
             self._create()  # the first writer's manifest wins: read back below
         self._format = self._check_format(manifest)
+        index = self.path / INDEX
         try:
-            db = sqlite3.connect(self.path / INDEX, timeout=30, check_same_thread=False, isolation_level=None)
-        except sqlite3.Error as exc:  # a directory where the index should be, no permission to open it
-            raise StoreError(f"unreadable store index ({exc})", self.path / INDEX) from None
-        try:
-            self._prepare(db)
-            db.set_progress_handler(self._past_deadline, _PROGRESS_STEPS)
-            tables = self._check_tables(db)
-        except sqlite3.DatabaseError as exc:
-            db.close()
-            raise StoreError(f"unreadable store index ({exc})", self.path / INDEX) from None
-        except BaseException:
-            db.close()
-            raise
+            db, tables = self._open_index(index)
+        except (sqlite3.Error, UnicodeDecodeError) as exc:  # a directory where the index should be, no permission
+            if self._writes or not _read_only_and_settled(self.path):
+                raise StoreError(f"unreadable store index ({index_error_text(exc)})", index) from None
+            # A store on read-only media (an archive, a CI artifact, a read-only volume, another user's store): SQLite
+            # cannot make the shared-memory file of its write-ahead log beside it, but no writer can be at work
+            # there either, and there is no log to miss, so the index is read as an immutable file.
+            try:
+                db, tables = self._open_index(f"{index.absolute().as_uri()}?mode=ro&immutable=1")
+            except (sqlite3.Error, UnicodeDecodeError) as again:
+                raise StoreError(f"unreadable store index ({index_error_text(again)})", index) from None
         if tables == 0 and not create:  # a writer is creating the store right now: nothing to read yet
             db.close()
             return None
         self._db = db
         return db
+
+    def _open_index(self, target: Path | str) -> tuple[sqlite3.Connection, int]:
+        """The index at ``target`` (its path, or a ``file:`` URI), opened and checked.
+
+        Returns:
+            The connection, and how many of the store's tables the index holds.
+
+        Raises:
+            sqlite3.Error, UnicodeDecodeError: it cannot be opened or read (closed again; see :data:`INDEX_ERRORS`).
+            StoreError: it holds what chronicle never writes (see :meth:`_check_tables`).
+        """
+        uri = isinstance(target, str)
+        db = sqlite3.connect(target, uri=uri, timeout=30, check_same_thread=False, isolation_level=None)
+        try:
+            self._prepare(db)
+            db.set_progress_handler(self._past_deadline, _PROGRESS_STEPS)
+            return db, self._check_tables(db)
+        except BaseException:
+            db.close()
+            raise
 
     def _past_deadline(self) -> int:
         """SQLite's progress handler: non-zero interrupts the running statement."""
@@ -264,14 +294,14 @@ class StoreReader:
             self._deadline = time.monotonic() + self.query_timeout
         try:
             yield
-        except sqlite3.DatabaseError as exc:
+        except INDEX_ERRORS as exc:
             if self._deadline is not None and time.monotonic() > self._deadline:
                 raise StoreError(
                     f"reading the store index took too long (more than {self.query_timeout:g} s); "
                     "a damaged or tampered index?",
                     self.path / INDEX,
                 ) from None
-            raise StoreError(f"unreadable store index ({exc})", self.path / INDEX) from None
+            raise StoreError(f"unreadable store index ({index_error_text(exc)})", self.path / INDEX) from None
         finally:
             self._deadline = outer
 
@@ -613,6 +643,17 @@ _O_NONBLOCK: Final[int] = getattr(os, "O_NONBLOCK", 0)  # opening a named pipe m
 _O_BINARY: Final[int] = getattr(os, "O_BINARY", 0)
 
 
+def _read_only_and_settled(path: Path) -> bool:
+    """True when this process may not write the store directory or its index, and the index has no log beside it.
+
+    No write-ahead log: the last writer closed the index, and nothing is being written there.
+    """
+    index = path / INDEX
+    if os.path.lexists(path / f"{INDEX}-wal") or not os.path.isfile(index):
+        return False
+    return not (os.access(path, os.W_OK) and os.access(index, os.W_OK))
+
+
 def _has_replay_column(db: sqlite3.Connection) -> bool:
     """True when the index's ``traces`` table has the ``replay_of`` column (an earlier version's index has not)."""
     row = db.execute("SELECT 1 FROM pragma_table_info('traces') WHERE name = ?", (_REPLAY_COLUMN,)).fetchone()
@@ -660,6 +701,12 @@ def lines_of_trace(db: sqlite3.Connection, trace: str = ":trace_id") -> str:
 def _summary_columns(replays: bool) -> str:
     """The columns of a :class:`TraceSummary` row; ``replay_of`` reads as NULL from an index without it."""
     return f"{_SUMMARY_COLUMNS}, {_REPLAY_COLUMN if replays else 'NULL'}"
+
+
+def index_error_text(exc: BaseException) -> str:
+    """An error of :data:`INDEX_ERRORS` as text for a message, cut short; bytes that are not UTF-8 escaped."""
+    text = bytes(exc.object).decode("utf-8", "backslashreplace") if isinstance(exc, UnicodeDecodeError) else str(exc)
+    return text if len(text) <= _MAX_MESSAGE else text[:_MAX_MESSAGE] + "…"
 
 
 def _excerpt(value: object) -> str:

@@ -81,7 +81,7 @@ from pathlib import Path
 from typing import Final
 
 from ...errors import ConfigError, StoreError
-from ..reader import INDEX, MANIFEST, default_store_path
+from ..reader import INDEX, INDEX_ERRORS, MANIFEST, default_store_path, index_error_text
 from . import _plan, _removal, _segments
 from ._policy import RetentionPolicy, duration_of, nanoseconds
 from ._report import RetentionReport, report_of, tally
@@ -218,8 +218,8 @@ def _collect(run: Run) -> RetentionReport:
             _segments.compact_segments(run)
             _checkpoint(db, vacuum=run.vacuum)
         tally(db, run.counts)
-    except sqlite3.DatabaseError as exc:
-        raise StoreError(f"store index error during retention ({exc})", run.path / INDEX) from None
+    except INDEX_ERRORS as exc:
+        raise StoreError(f"store index error during retention ({index_error_text(exc)})", run.path / INDEX) from None
     finally:
         run.close()  # the last connection to close removes the WAL file
     c = run.counts

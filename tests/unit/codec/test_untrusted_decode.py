@@ -54,6 +54,10 @@ class Side(enum.Enum):
     BUY = "buy"
 
 
+class Exhausted(StopIteration):
+    """An application's own end of an iteration."""
+
+
 class Fatal(BaseException):
     def __init__(self, *args: Any) -> None:
         CALLED.append("Fatal.__init__")
@@ -166,6 +170,14 @@ def test_interpreter_exits_are_never_rebuilt(name: str) -> None:
         value = decode(tagged("exception", f"builtins.{name}", message="bye", args=[0]), allow=allow)
         assert isinstance(value, UnresolvedObject), (name, allow)
         assert value.data == {"message": "bye", "args": [0]}
+
+
+@pytest.mark.parametrize("name", ["builtins.StopIteration", "builtins.StopAsyncIteration", f"{HERE}.Exhausted"])
+def test_exceptions_that_end_an_iteration_are_never_rebuilt(name: str) -> None:
+    for allow in ((), ("builtins",), (HERE,)):
+        value = decode(tagged("exception", name, message="done", args=["done"]), allow=allow)
+        assert isinstance(value, UnresolvedObject), (name, allow)
+        assert value.class_name == name and value.data == {"message": "done", "args": ["done"]}
 
 
 def test_builtin_exceptions_are_still_rebuilt() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import contextlib
 import io
 import json
 import os
@@ -19,8 +20,8 @@ import pytest
 import chronicle_otel as chronicle
 from chronicle_otel import semconv as sc
 from chronicle_otel.cli import main
-from chronicle_otel.store import payload_digest
 from tests.conftest import Recorder
+from tests.unit.replaying.trace_files import tamper
 
 AGENT = """
 import subprocess  # the module that defines the boundaries imports subprocess, as real code does
@@ -65,30 +66,6 @@ def recorded_file(recorder: Recorder, project: Path) -> Path:
     tools.agent("sell $1,000 of MSFT")
     recorder.config.force_flush()
     return chronicle.write_trace(chronicle.load_trace(recorder.store, "latest"), project / "incident.jsonl")
-
-
-def tamper(path: Path, boundary: str, changes: dict[str, Any]) -> None:
-    """Rewrite attributes of the span of ``boundary`` in an OTLP/JSON file; payload hashes are recomputed."""
-    lines = []
-    for line in path.read_text().splitlines():
-        doc = json.loads(line)
-        for rs in doc["resourceSpans"]:
-            for ss in rs["scopeSpans"]:
-                for span in ss["spans"]:
-                    attrs = {kv["key"]: kv for kv in span["attributes"]}
-                    if attrs[sc.BOUNDARY_NAME]["value"]["stringValue"] != boundary:
-                        continue
-                    for key, value in changes.items():
-                        text = value if isinstance(value, str) else orjson.dumps(value).decode()
-                        if key in attrs:
-                            attrs[key]["value"] = {"stringValue": text}
-                        else:
-                            span["attributes"].append({"key": key, "value": {"stringValue": text}})
-                        hash_key = {sc.INPUT: sc.INPUT_HASH, sc.OUTPUT: sc.OUTPUT_HASH}.get(key)
-                        if hash_key:
-                            attrs[hash_key]["value"] = {"stringValue": payload_digest(text.encode())}
-        lines.append(json.dumps(doc))
-    path.write_text("\n".join(lines) + "\n")
 
 
 def popen_payload(marker: Path) -> dict[str, Any]:
@@ -197,6 +174,115 @@ def test_the_import_is_written_only_for_project_modules(recorder: Recorder, proj
         source = Path(json.loads(out.getvalue())["test"]).read_text()
         assert expected in source, (recorded, source)
         ast.parse(source)
+
+
+CLEANUP = """
+import pathlib
+
+import chronicle_otel  # a project script that uses the package, and does its work when it runs
+
+pathlib.Path(__file__).with_name("cleanup-ran").touch()
+
+
+@chronicle_otel.boundary(kind="agent", name="cleanup.main")
+def main() -> None:
+    pass
+"""
+
+OTHER_NAMES = """
+from chronicle_otel import boundary as traced
+
+
+@traced(kind="agent", name="evil.other")
+def agent(prompt: str) -> str:
+    return prompt
+
+
+class Desk:
+    @traced
+    def agent(self, prompt: str) -> str:
+        return prompt
+"""
+
+
+def write_scripts(project: Path) -> Path:
+    """``scripts.cleanup`` (runs when imported; its boundary is not the trace's) and ``evilapp.other`` (boundaries
+    of other names); the file that shows the cleanup ran."""
+    (project / "scripts").mkdir()
+    (project / "scripts" / "__init__.py").write_text("")
+    (project / "scripts" / "cleanup.py").write_text(CLEANUP)
+    (project / "evilapp" / "other.py").write_text(OTHER_NAMES)
+    return project / "scripts" / "cleanup-ran"
+
+
+def gen_test_json(path: Path, project: Path, *options: str) -> tuple[dict[str, Any], str]:
+    """``chronicle gen-test`` of the trace file ``path`` (exit status 0): what it says it wrote, and its stderr."""
+    out, err = io.StringIO(), io.StringIO()
+    args = ["gen-test", "-", "--file", str(path), "--out", str(project / "regressions"), "--json", "--force"]
+    with contextlib.redirect_stderr(err):
+        assert main([*args, *options], out=out) == 0, err.getvalue()
+    return json.loads(out.getvalue()), err.getvalue()
+
+
+def test_a_module_the_trace_names_is_imported_only_when_it_defines_the_root_boundary(
+    recorder: Recorder, project: Path
+) -> None:
+    path = recorded_file(recorder, project)
+    ran = write_scripts(project)
+    for recorded in ("scripts.cleanup.main", "evilapp.other.agent", "evilapp.other.Desk.agent"):
+        tamper(path, "evil.agent", {sc.CODE_FUNCTION: recorded})
+        result, err = gen_test_json(path, project)
+        run_pytest(Path(result["test"]), project)  # fails: nothing defines the boundary it replays
+        assert not ran.exists()
+        source = Path(result["test"]).read_text()
+        assert "import scripts" not in source and "import evilapp" not in source
+        assert result["root_module"] is None
+        assert "# again with gen-test --root-module MODULE\n" in source
+        module = recorded.rsplit(".", 2 if "Desk" in recorded else 1)[0]
+        assert (
+            f'gen-test: the test does not import {module}, which the trace names for the root boundary "evil.agent": '
+            "its source defines no function decorated as that boundary (read, not imported); name the module that "
+            "defines it with --root-module MODULE"
+        ) in err
+
+    result, err = gen_test_json(path, project, "--root-module", "evilapp.tools")  # the user names it
+    assert result["root_module"] == "evilapp.tools" and "root-module" not in err
+    assert "    import evilapp.tools  # noqa: F401" in Path(result["test"]).read_text()
+    proc = run_pytest(Path(result["test"]), project)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert not ran.exists()
+
+    result, err = gen_test_json(path, project, "--root-module", "scripts.cleanup")  # named: imported, said
+    assert result["root_module"] == "scripts.cleanup"
+    assert (
+        "gen-test: --root-module scripts.cleanup: its source defines no function decorated as the root boundary "
+        '"evil.agent" (read, not imported); the test imports it as asked'
+    ) in err
+
+
+@pytest.mark.parametrize("named", ["os; import sys", "evilapp..tools", "evilapp.class", "__main__", ""])
+def test_a_root_module_that_is_no_module_name_is_refused(recorder: Recorder, project: Path, named: str) -> None:
+    path = recorded_file(recorder, project)
+    err = io.StringIO()
+    args = ["gen-test", "-", "--file", str(path), "--out", str(project / "t"), "--root-module", named]
+    with contextlib.redirect_stderr(err):
+        assert main(args, out=io.StringIO()) == 2
+    assert f"--root-module {named!r}: expected a module name such as 'myapp.agent'" in err.getvalue()
+    assert not (project / "t").exists()
+
+
+def test_a_recorded_exception_class_is_imported_only_from_a_module_that_defines_it(
+    recorder: Recorder, project: Path
+) -> None:
+    path = recorded_file(recorder, project)
+    ran = write_scripts(project)
+    tamper(path, "evil.agent", {sc.ERROR: {"type": "scripts.cleanup.Boom", "message": "boom", "args": ["boom"]}})
+    result, _ = gen_test_json(path, project)
+    source = Path(result["test"]).read_text()
+    assert result["expects_error"] == "scripts.cleanup.Boom"
+    assert "from scripts" not in source and 'RECORDED_ERROR = "scripts.cleanup.Boom"' in source  # compared by name
+    run_pytest(Path(result["test"]), project)
+    assert not ran.exists()
 
 
 def test_a_bad_expectation_is_refused_before_writing(recorder: Recorder, project: Path) -> None:

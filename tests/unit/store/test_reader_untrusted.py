@@ -4,19 +4,25 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import sqlite3
 import sys
+import tempfile
 from pathlib import Path
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import chronicle_otel as chronicle
-from chronicle_otel.errors import StoreError
-from chronicle_otel.store import MANIFEST, LocalStore, StoreReader, TraceRecord
+from chronicle_otel.errors import ChronicleError, StoreError
+from chronicle_otel.store import MANIFEST, LocalStore, StoreReader, TraceRecord, payload_digest
 from chronicle_otel.store.reader import MAX_LINE_BYTES, MAX_MANIFEST_BYTES
+from tests.unit.cli.command import run
 
 TID = "0af7651916cd43dd8448eb211c80319c"
+PAYLOAD = payload_digest(b'"an answer"')
 needs_symlinks = pytest.mark.skipif(sys.platform == "win32", reason="symbolic links and /dev/zero")
 
 
@@ -37,7 +43,20 @@ def _line(trace_id: str) -> bytes:
 @pytest.fixture
 def store(tmp_path: Path) -> Path:
     """A store holding one trace, written by the writing side and closed."""
-    path = tmp_path / "store"
+    return _write_store(tmp_path / "store")
+
+
+@pytest.fixture(scope="module")
+def template_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """:func:`store` with a payload, once per module, for the tests that tamper with copies of it."""
+    path = _write_store(tmp_path_factory.mktemp("template") / "store")
+    writer = LocalStore(path, durable=False)
+    writer.put_payload(PAYLOAD, b'"an answer"')
+    writer.close()
+    return path
+
+
+def _write_store(path: Path) -> Path:
     writer = LocalStore(path, durable=False)
     root = {"span_id": "b7ad6b7169203331", "name": "root", "start_ns": 1000, "end_ns": 2000, "status": "OK"}
     writer.write_batch([TraceRecord(TID, _line(TID), 1, 0, root, ("answer", "llm", 1000), "svc")])
@@ -299,3 +318,72 @@ def test_an_index_with_a_trigger_is_read_but_never_written(store: Path) -> None:
     writer.close()
     with pytest.raises(StoreError, match="holds trigger"):
         apply_retention(store, grace=0)
+
+
+# ------------------------------------------------------------------ text that is not UTF-8
+
+
+def _schema_tail(store: Path, table: str, tail: bytes) -> None:
+    """Append ``tail`` (any bytes) to the ``CREATE TABLE`` text of ``table`` that the index's schema holds."""
+    with contextlib.closing(sqlite3.connect(store / "index.sqlite3", isolation_level=None)) as db:
+        db.execute("PRAGMA writable_schema=ON")
+        db.execute("UPDATE sqlite_master SET sql = CAST(CAST(sql AS BLOB) || ? AS TEXT) WHERE name = ?", (tail, table))
+
+
+@pytest.mark.parametrize("table", ["traces", "span_lines", "payloads"])
+def test_schema_text_that_is_not_utf8_is_a_store_error_naming_the_index(store: Path, table: str) -> None:
+    _schema_tail(store, table, b" \xff\xfe")  # SQLite's message on the schema quotes the bytes
+    index = str(store / "index.sqlite3")
+    with pytest.raises(StoreError) as info, contextlib.closing(StoreReader(store)) as reader:
+        reader.list_traces()
+    message = str(info.value)  # "syntax error", "unknown table option": by what precedes
+    assert message.startswith(f"{index}: unreadable store index (malformed database schema ({table}) - "), message
+    assert "\\xff\\xfe" in message
+    with pytest.raises(StoreError, match="unreadable store index") as info:
+        chronicle.load_trace(store, TID)
+    assert index in str(info.value)
+    regressions = str(store.parent / "regressions")
+    for command in (["list"], ["show", TID], ["gen-test", TID, "--out", regressions], ["gc", "--dry-run"]):
+        code, out, err = run(*command, "--store", str(store))
+        assert (code, out) == (2, ""), command
+        assert err.startswith(f"chronicle: {index}: unreadable store index (malformed database schema"), err
+        assert "Traceback" not in err
+
+
+_TEXT_COLUMNS = [
+    ("traces", "trace_id"),
+    ("traces", "root_name"),
+    ("traces", "status"),
+    ("traces", "service"),
+    ("span_lines", "segment"),
+    ("span_lines", "trace_id"),
+    ("payloads", "hash"),
+]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    table=st.sampled_from(["traces", "span_lines", "payloads"]),
+    tail=st.binary(max_size=8),
+    column=st.sampled_from(_TEXT_COLUMNS),
+    value=st.binary(max_size=8),
+)
+def test_bytes_in_schema_or_rows_raise_only_store_errors(
+    template_store: Path, table: str, tail: bytes, column: tuple[str, str], value: bytes
+) -> None:
+    with tempfile.TemporaryDirectory() as work:
+        store = Path(work) / "store"
+        shutil.copytree(template_store, store)
+        with contextlib.closing(sqlite3.connect(store / "index.sqlite3", isolation_level=None)) as db:
+            db.execute(f"UPDATE {column[0]} SET {column[1]} = CAST(? AS TEXT)", (value,))
+        _schema_tail(store, table, tail)
+        with contextlib.closing(StoreReader(store)) as reader:
+            for read in (
+                reader.list_traces,
+                lambda: reader.trace_summary(TID),
+                lambda: reader.read_spans(TID),
+                lambda: reader.get_payloads([PAYLOAD]),
+                lambda: chronicle.load_trace(store, TID),
+            ):
+                with contextlib.suppress(ChronicleError):
+                    read()
