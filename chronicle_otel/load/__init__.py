@@ -64,7 +64,7 @@ from ..errors import TraceLoadError
 from ..model import SpanRecord, Trace
 from ..store.payloads import PayloadSource, open_payload_store
 from ..store.reader import MANIFEST, StoreReader, default_store_path, is_store
-from ._assemble import PayloadSources, assemble, build_trace, select_from_store
+from ._assemble import PayloadSources, assemble, assemble_merged, build_trace, select_from_store
 from ._files import SUPPORTED_FORMATS, read_path
 from ._http import SOURCES, HttpTraceSource, JaegerSource, PhoenixSource, TempoSource, ZipkinSource
 from ._limits import LoadLimits
@@ -200,8 +200,9 @@ def load_trace(
             if local is not source:
                 opened.callback(local.close)
             with gc_paused():  # one pause for reading and building: the spans read are not collected in between
-                spans, chosen = select_from_store(local, trace_id)
-                return assemble(spans, chosen, str(local.path), _sources(payloads, local, opened), allow)
+                spans, conflicts, chosen = select_from_store(local, trace_id)
+                sources = _sources(payloads, local, opened)
+                return assemble_merged(chosen, spans, conflicts, str(local.path), sources, allow)
         if isinstance(source, TraceSource):
             spans_iter = source.spans(trace_id, progress) if progress is not None else source.spans(trace_id)
             return assemble(spans_iter, trace_id, repr(source), _sources(payloads, None, opened), allow)

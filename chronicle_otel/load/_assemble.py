@@ -395,10 +395,24 @@ def assemble(
         conflicts: dict[str, set[str]] = {}
         traces = merge(spans, conflicts)
         chosen = _select(traces, trace_id, source)
-        records = list(traces[chosen].values())
-        fetch = payloads.fetcher(chosen, records) if payloads is not None else None
-        trace = build_trace(chosen, records, fetch=fetch, allow=allow, source=source)
-        conflicting = sorted(conflicts.get(chosen, ()))
+        return assemble_merged(chosen, traces[chosen], conflicts.get(chosen, ()), source, payloads, allow)
+
+
+def assemble_merged(
+    trace_id: str,
+    spans: Mapping[str, SpanRecord],
+    conflicts: Iterable[str],
+    source: str,
+    payloads: PayloadSources | None,
+    allow: Iterable[str] | None,
+) -> Trace:
+    """Build the trace whose copies of each span are merged already (``spans`` by span id), with payloads from
+    ``payloads``; ``conflicts`` are the span ids whose copies had different payloads."""
+    with gc_paused():
+        records = list(spans.values())
+        fetch = payloads.fetcher(trace_id, records) if payloads is not None else None
+        trace = build_trace(trace_id, records, fetch=fetch, allow=allow, source=source)
+        conflicting = sorted(conflicts)
         if not conflicting:
             return trace
         said = [
@@ -471,9 +485,13 @@ MAX_PREFETCH: Final = 100_000
 """Most payloads fetched in bulk for one trace (the rest, if any, are fetched one by one)."""
 
 
-def select_from_store(local: StoreReader, trace_id: str | None) -> tuple[list[SpanRecord], str]:
-    """The spans of ``trace_id`` (or ``latest``, ``latest-failed``, ``latest-error``) from a store, and the chosen
-    trace id."""
+def select_from_store(local: StoreReader, trace_id: str | None) -> tuple[dict[str, SpanRecord], set[str], str]:
+    """The spans of ``trace_id`` (or ``latest``, ``latest-failed``, ``latest-error``) from a store, by span id, the ids
+    of spans whose copies had different payloads, and the chosen trace id.
+
+    The copies of a span are merged as each line is read (the lines are parsed one at a time), as for trace files:
+    an index that lists one line many times costs the time to read it, not memory for every copy.
+    """
     if trace_id in (None, "latest", "latest-failed", "latest-error"):
         summaries = local.list_traces(
             limit=10,
@@ -498,32 +516,38 @@ def select_from_store(local: StoreReader, trace_id: str | None) -> tuple[list[Sp
         found = local.list_traces(id_prefix=wanted, include_replays=True, limit=11)
         if found:
             wanted = trace_ids.pick(wanted, [t.trace_id for t in found], source=local.path, more=len(found) > 10)
-    spans: list[SpanRecord] = []
+    conflicts: dict[str, set[str]] = {}
     with gc_paused():  # many objects and no cycles
-        for number, request in enumerate(local.read_requests(wanted), 1):
-            spans.extend(spans_of_request(request, source=f"{local.path} (trace {wanted}, line {number})"))
-    if not spans:
+        traces = merge(
+            (
+                span
+                for number, request in enumerate(local.iter_requests(wanted), 1)
+                for span in spans_of_request(request, source=f"{local.path} (trace {wanted}, line {number})")
+            ),
+            conflicts,
+        )
+    if not traces:
         recent = [t.trace_id for t in local.list_traces(limit=10)]
         raise TraceNotFoundError(trace_id, source=local.path, candidates=recent)
-    if not any(span.trace_id == wanted for span in spans):
+    if wanted not in traces:
         raise TraceLoadError(f"the store's lines for trace {wanted} hold none of its spans", source=local.path)
-    return spans, wanted
+    return traces[wanted], conflicts.get(wanted, set()), wanted
 
 
 def _whole_attributes(store: StoreReader, trace_id: str) -> dict[str, bytes]:
     found: dict[str, bytes] = {}
     try:
-        spans = [span for request in store.read_requests(trace_id) for span in spans_of_request(request)]
-    except ChronicleError:  # an unreadable store only means nothing to rehydrate from
+        for request in store.iter_requests(trace_id):  # one line at a time: only the payloads found are kept
+            for span in spans_of_request(request):
+                attrs = span.attributes
+                for keys in semconv.PAYLOAD_KEYS:
+                    text, digest = attrs.get(keys.text), attrs.get(keys.hash)
+                    if isinstance(text, str) and isinstance(digest, str) and digest not in found:
+                        data = text.encode("utf-8", "surrogatepass")
+                        if payload_digest(data) == digest:
+                            found[digest] = data
+    except ChronicleError:  # an unreadable store only means nothing (more) to rehydrate from
         return found
-    for span in spans:
-        attrs = span.attributes
-        for keys in semconv.PAYLOAD_KEYS:
-            text, digest = attrs.get(keys.text), attrs.get(keys.hash)
-            if isinstance(text, str) and isinstance(digest, str):
-                data = text.encode("utf-8", "surrogatepass")
-                if payload_digest(data) == digest:
-                    found[digest] = data
     return found
 
 
