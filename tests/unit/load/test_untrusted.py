@@ -822,6 +822,35 @@ def test_read_bytes_takes_the_same_limits() -> None:
         assert len(list(read_bytes(data, "memory"))) == 2
 
 
+def test_payloads_read_from_any_store_count_against_one_budget_per_trace(
+    recorder: Recorder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    @chronicle.boundary(kind="retrieval", name="runbook")
+    def runbook(section: int) -> str:
+        return f"section {section}: " + "roll back the risk scorer, then drain the queue. " * 12_000  # 600 KB
+
+    @chronicle.boundary(kind="agent", name="agent")
+    def agent() -> list[str]:
+        return [runbook(i) for i in range(3)]
+
+    agent()
+    recorder.config.force_flush()
+    tid = recorder.store.list_traces()[0].trace_id
+    whole = chronicle.load_trace(recorder.path, tid)  # the outputs cut on the spans, whole from the store's payloads
+    assert {b.raw_output.status for b in whole.boundaries if b.raw_output} == {"rehydrated"}
+    read = sum(len(b.raw_output.text.encode()) for b in whole.boundaries if b.raw_output)  # the runbooks, the list
+    assert read > 3_000_000
+    with pytest.raises(LoadLimitError) as refused:
+        chronicle.load_trace(recorder.path, tid, limits=LoadLimits(max_payload_bytes=read - 1))
+    assert refused.value.limit == "max_payload_bytes" and str(recorder.path) in str(refused.value)
+    monkeypatch.setenv("CHRONICLE_MAX_PAYLOAD_BYTES", str(read - 1))
+    with pytest.raises(LoadLimitError, match=r"CHRONICLE_MAX_PAYLOAD_BYTES"):
+        chronicle.load_trace(recorder.path, tid)
+    monkeypatch.setenv("CHRONICLE_MAX_PAYLOAD_BYTES", str(read))  # every payload the trace reads, exactly
+    again = chronicle.load_trace(recorder.path, tid).boundaries
+    assert [b.raw_output for b in again] == [b.raw_output for b in whole.boundaries]
+
+
 def _zeros_gzip_member(mib: int) -> bytes:
     packer = zlib.compressobj(6, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
     zeros = bytes(1 << 20)
