@@ -20,6 +20,7 @@ __all__ = [
     "CHRONICLE_MAX_ATTRIBUTE_LENGTH",
     "CHRONICLE_MAX_COMPRESSION_RATIO",
     "CHRONICLE_MAX_DECOMPRESSED_BYTES",
+    "CHRONICLE_MAX_PAYLOAD_BYTES",
     "CHRONICLE_MAX_RESPONSE_BYTES",
     "CHRONICLE_MODEL_VERSION",
     "CHRONICLE_OPENINFERENCE",
@@ -145,6 +146,16 @@ CHRONICLE_MAX_RESPONSE_BYTES: Final = "CHRONICLE_MAX_RESPONSE_BYTES"
 
 Largest total, in bytes, of the bodies read from a trace backend for one trace (every page and project listing
 included). Default: 268435456 (256 MiB).
+"""
+
+CHRONICLE_MAX_PAYLOAD_BYTES: Final = "CHRONICLE_MAX_PAYLOAD_BYTES"
+"""
+.. envvar:: CHRONICLE_MAX_PAYLOAD_BYTES
+
+Largest total, in bytes, read from payload stores to rehydrate the payloads cut on one trace's spans: every object
+read, as stored and as it inflates, all stores and requests together (a request counts the object's size before its
+body is read, so this also bounds what requests in flight hold). More is refused with
+:class:`~chronicle_otel.errors.LoadLimitError`. Default: 1073741824 (1 GiB).
 """
 
 CHRONICLE_HTTP_TIMEOUT: Final = "CHRONICLE_HTTP_TIMEOUT"

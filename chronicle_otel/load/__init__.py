@@ -64,7 +64,7 @@ from ..errors import TraceLoadError
 from ..model import SpanRecord, Trace
 from ..store.payloads import PayloadSource, open_payload_store
 from ..store.reader import MANIFEST, StoreReader, default_store_path, is_store
-from ._assemble import PayloadSources, assemble, build_trace, select_from_store
+from ._assemble import PayloadSources, assemble, assemble_merged, build_trace, select_from_store
 from ._files import SUPPORTED_FORMATS, read_path
 from ._http import SOURCES, HttpTraceSource, JaegerSource, PhoenixSource, TempoSource, ZipkinSource
 from ._limits import LoadLimits
@@ -200,26 +200,30 @@ def load_trace(
             if local is not source:
                 opened.callback(local.close)
             with gc_paused():  # one pause for reading and building: the spans read are not collected in between
-                spans, chosen = select_from_store(local, trace_id)
-                return assemble(spans, chosen, str(local.path), _sources(payloads, local, opened), allow)
+                spans, conflicts, chosen = select_from_store(local, trace_id)
+                sources = _sources(payloads, local, opened, limits)
+                return assemble_merged(chosen, spans, conflicts, str(local.path), sources, allow)
         if isinstance(source, TraceSource):
             spans_iter = source.spans(trace_id, progress) if progress is not None else source.spans(trace_id)
-            return assemble(spans_iter, trace_id, repr(source), _sources(payloads, None, opened), allow)
+            return assemble(spans_iter, trace_id, repr(source), _sources(payloads, None, opened, limits), allow)
         path = Path(source)
         if path.is_dir():
             files = _trace_files(_named_like_traces(path), path)
             if not files:
                 raise TraceLoadError("a directory that is not a chronicle store", source=path, expected=_DIRECTORY)
-            return assemble(_read_all(files, limits), trace_id, str(path), _sources(payloads, None, opened), allow)
+            sources = _sources(payloads, None, opened, limits)
+            return assemble(_read_all(files, limits), trace_id, str(path), sources, allow)
         if not path.exists() and _is_pattern(os.fspath(source)):
             pattern = os.fspath(source)
             files = _trace_files((Path(p) for p in glob.iglob(pattern)), pattern)
             if not files:
                 raise TraceLoadError("no file matches the pattern", source=pattern)
-            return assemble(_read_all(files, limits), trace_id, pattern, _sources(payloads, None, opened), allow)
+            sources = _sources(payloads, None, opened, limits)
+            return assemble(_read_all(files, limits), trace_id, pattern, sources, allow)
         if not path.exists():
             raise TraceLoadError("no such file or store", source=path)
-        return assemble(read_path(path, limits=limits), trace_id, str(path), _sources(payloads, None, opened), allow)
+        sources = _sources(payloads, None, opened, limits)
+        return assemble(read_path(path, limits=limits), trace_id, str(path), sources, allow)
 
 
 MAX_TRACE_FILES = 10_000
@@ -281,9 +285,11 @@ def _read_all(files: Sequence[Path], limits: LoadLimits | None) -> Iterator[Span
         yield from read_path(path, limits=bounds)
 
 
-def _sources(explicit: list[PayloadSource], local: StoreReader | None, opened: contextlib.ExitStack) -> PayloadSources:
+def _sources(
+    explicit: list[PayloadSource], local: StoreReader | None, opened: contextlib.ExitStack, limits: LoadLimits | None
+) -> PayloadSources:
     """Where cut payloads are looked for, in order: the stores given (or ``$CHRONICLE_PAYLOADS``), the store
-    being read, the default local store (opened here, closed with ``opened``)."""
+    being read, the default local store (opened here, closed with ``opened``); read within ``limits``."""
     chain = list(explicit)
     if local is not None and all(s is not local for s in chain):
         chain.append(local)
@@ -294,7 +300,7 @@ def _sources(explicit: list[PayloadSource], local: StoreReader | None, opened: c
         ):
             chain.append(opened.enter_context(contextlib.closing(StoreReader(default))))
     whole = local if local is not None else next((s for s in chain if isinstance(s, StoreReader)), None)
-    return PayloadSources(chain, whole)
+    return PayloadSources(chain, whole, limits)
 
 
 def _payload_store(

@@ -27,6 +27,7 @@ from ..model import Boundary, CallKey, Payload, SpanRecord, Trace, _boundary_rec
 from ..otlp import spans_of_request
 from ..store.payloads import PayloadSource
 from ..store.reader import StoreReader
+from ._limits import LoadLimits, PayloadBudget
 from ._merge import merge
 
 _CODECS = {CODEC_VERSION}
@@ -395,10 +396,24 @@ def assemble(
         conflicts: dict[str, set[str]] = {}
         traces = merge(spans, conflicts)
         chosen = _select(traces, trace_id, source)
-        records = list(traces[chosen].values())
-        fetch = payloads.fetcher(chosen, records) if payloads is not None else None
-        trace = build_trace(chosen, records, fetch=fetch, allow=allow, source=source)
-        conflicting = sorted(conflicts.get(chosen, ()))
+        return assemble_merged(chosen, traces[chosen], conflicts.get(chosen, ()), source, payloads, allow)
+
+
+def assemble_merged(
+    trace_id: str,
+    spans: Mapping[str, SpanRecord],
+    conflicts: Iterable[str],
+    source: str,
+    payloads: PayloadSources | None,
+    allow: Iterable[str] | None,
+) -> Trace:
+    """Build the trace whose copies of each span are merged already (``spans`` by span id), with payloads from
+    ``payloads``; ``conflicts`` are the span ids whose copies had different payloads."""
+    with gc_paused():
+        records = list(spans.values())
+        fetch = payloads.fetcher(trace_id, records) if payloads is not None else None
+        trace = build_trace(trace_id, records, fetch=fetch, allow=allow, source=source)
+        conflicting = sorted(conflicts)
         if not conflicting:
             return trace
         said = [
@@ -411,29 +426,46 @@ def assemble(
 
 class PayloadSources:
     """The payload stores asked, in order, for payloads cut on spans; ``whole`` is a local store whose own copy of
-    the trace may hold attributes a backend cut (Zipkin keeps 128 characters)."""
+    the trace may hold attributes a backend cut (Zipkin keeps 128 characters). ``limits`` gives the budget of bytes
+    read from the stores for one trace (:attr:`~chronicle_otel.load.LoadLimits.max_payload_bytes`)."""
 
-    def __init__(self, chain: Sequence[PayloadSource], whole: StoreReader | None = None) -> None:
+    def __init__(
+        self, chain: Sequence[PayloadSource], whole: StoreReader | None = None, limits: LoadLimits | None = None
+    ) -> None:
         self.chain = list(chain)
         self.whole = whole
+        self.limits = limits
 
     def fetcher(self, trace_id: str, spans: Sequence[SpanRecord]) -> Fetch | None:
         """Whole payloads by hash for the spans of one trace; the ones cut on spans are fetched at once, in bulk
-        where a store can (object storage), when the first one is asked for."""
+        where a store can (object storage), when the first one is asked for.
+
+        Every byte read from the stores counts against one budget for the trace: a store that takes ``reserve=``
+        (object storage) counts each object before reading its body, any other each payload it returns. A fetch
+        that would pass ``max_payload_bytes`` raises :class:`~chronicle_otel.errors.LoadLimitError`.
+        """
         if not self.chain and self.whole is None:
             return None
         cache: dict[str, bytes] | None = None  # fetched on the first call: a trace with nothing cut asks for nothing
+        readers: list[_StoreReads] = []
+        asked: set[str] = set()  # digests every bulk store was asked for already: not asked again one by one
         recorded: dict[str, bytes] | None = None
 
         def fetch(digest: str) -> bytes | None:
             nonlocal cache, recorded
             if cache is None:
-                cache = self._prefetch(spans)
+                limits = self.limits if self.limits is not None else LoadLimits.from_env()
+                budget = PayloadBudget(limits.max_payload_bytes, trace_id)
+                readers.extend(_StoreReads(store, budget) for store in self.chain)
+                asked.update(_cut_digests(spans))
+                cache = _prefetch(asked, readers)
             data = cache.get(digest)
             if data is not None:
                 return data
-            for store in self.chain:
-                data = store.get_payload(digest)
+            for reads in readers:
+                if reads.bulk and digest in asked:
+                    continue
+                data = reads.one(digest)
                 if data is not None:
                     return data
             if self.whole is None:
@@ -444,36 +476,93 @@ class PayloadSources:
 
         return fetch
 
-    def _prefetch(self, spans: Sequence[SpanRecord]) -> dict[str, bytes]:
-        wanted: set[str] = set()
-        for span in spans:
-            attrs = span.attributes
-            for keys in semconv.PAYLOAD_KEYS:
-                if attrs.get(keys.truncated) is not True:
-                    continue
-                digest = attrs.get(keys.hash)
-                if isinstance(digest, str) and len(digest) == 71:
-                    wanted.add(digest)
-                    if len(wanted) >= MAX_PREFETCH:
-                        break
-        found: dict[str, bytes] = {}
-        for store in self.chain:
-            missing = sorted(wanted - found.keys())
-            if not missing:
-                break
-            get_many = getattr(store, "get_payloads", None)
-            if callable(get_many):
-                found.update(get_many(missing))
+
+def _cut_digests(spans: Sequence[SpanRecord]) -> set[str]:
+    """The addresses of the payloads cut on ``spans`` (at most :data:`MAX_PREFETCH`)."""
+    wanted: set[str] = set()
+    for span in spans:
+        attrs = span.attributes
+        for keys in semconv.PAYLOAD_KEYS:
+            if attrs.get(keys.truncated) is not True:
+                continue
+            digest = attrs.get(keys.hash)
+            if isinstance(digest, str) and len(digest) == 71:
+                wanted.add(digest)
+                if len(wanted) >= MAX_PREFETCH:
+                    return wanted
+    return wanted
+
+
+def _prefetch(wanted: set[str], readers: Sequence[_StoreReads]) -> dict[str, bytes]:
+    """The payloads of ``wanted``, asked of each store that fetches in bulk, in order, for those still missing."""
+    found: dict[str, bytes] = {}
+    for reads in readers:
+        missing = sorted(wanted - found.keys())
+        if not missing:
+            break
+        if reads.bulk:
+            found.update(reads.many(missing))
+    return found
+
+
+class _StoreReads:
+    """The reads of one payload store for one trace, every byte counted in the trace's budget: before an object's
+    body is read, for a store whose ``get_payloads`` takes ``reserve=`` (object storage); once a payload is
+    returned, for any other."""
+
+    def __init__(self, store: PayloadSource, budget: PayloadBudget) -> None:
+        self.store = store
+        self.budget = budget
+        where = getattr(store, "url", None) or getattr(store, "path", None)
+        self.name = str(where) if where is not None else type(store).__name__
+        get_many = getattr(store, "get_payloads", None)
+        self.bulk = callable(get_many)
+        self.reserves = self.bulk and _takes_reserve(get_many)
+
+    def many(self, digests: list[str]) -> dict[str, bytes]:
+        """``get_payloads(digests)``, counted."""
+        get_many: Callable[..., dict[str, bytes]] = self.store.get_payloads  # type: ignore[attr-defined]
+        if self.reserves:
+            return get_many(digests, reserve=self.budget.taker(self.name))
+        found = get_many(digests)
+        for data in found.values():
+            self._count(data)
         return found
+
+    def one(self, digest: str) -> bytes | None:
+        """``get_payload(digest)``, counted (through ``get_payloads`` where that reserves)."""
+        if self.reserves:
+            return self.many([digest]).get(digest)
+        data = self.store.get_payload(digest)
+        self._count(data)
+        return data
+
+    def _count(self, data: object) -> None:
+        if isinstance(data, (bytes, bytearray)):
+            self.budget.take(len(data), self.name)
+
+
+def _takes_reserve(method: object) -> bool:
+    """True when a store's ``get_payloads`` takes the ``reserve=`` keyword (object storage does)."""
+    import inspect
+
+    try:
+        return "reserve" in inspect.signature(method).parameters  # type: ignore[arg-type]
+    except (TypeError, ValueError):  # no signature to inspect
+        return False
 
 
 MAX_PREFETCH: Final = 100_000
 """Most payloads fetched in bulk for one trace (the rest, if any, are fetched one by one)."""
 
 
-def select_from_store(local: StoreReader, trace_id: str | None) -> tuple[list[SpanRecord], str]:
-    """The spans of ``trace_id`` (or ``latest``, ``latest-failed``, ``latest-error``) from a store, and the chosen
-    trace id."""
+def select_from_store(local: StoreReader, trace_id: str | None) -> tuple[dict[str, SpanRecord], set[str], str]:
+    """The spans of ``trace_id`` (or ``latest``, ``latest-failed``, ``latest-error``) from a store, by span id, the ids
+    of spans whose copies had different payloads, and the chosen trace id.
+
+    The copies of a span are merged as each line is read (the lines are parsed one at a time), as for trace files:
+    an index that lists one line many times costs the time to read it, not memory for every copy.
+    """
     if trace_id in (None, "latest", "latest-failed", "latest-error"):
         summaries = local.list_traces(
             limit=10,
@@ -498,32 +587,38 @@ def select_from_store(local: StoreReader, trace_id: str | None) -> tuple[list[Sp
         found = local.list_traces(id_prefix=wanted, include_replays=True, limit=11)
         if found:
             wanted = trace_ids.pick(wanted, [t.trace_id for t in found], source=local.path, more=len(found) > 10)
-    spans: list[SpanRecord] = []
+    conflicts: dict[str, set[str]] = {}
     with gc_paused():  # many objects and no cycles
-        for number, request in enumerate(local.read_requests(wanted), 1):
-            spans.extend(spans_of_request(request, source=f"{local.path} (trace {wanted}, line {number})"))
-    if not spans:
+        traces = merge(
+            (
+                span
+                for number, request in enumerate(local.iter_requests(wanted), 1)
+                for span in spans_of_request(request, source=f"{local.path} (trace {wanted}, line {number})")
+            ),
+            conflicts,
+        )
+    if not traces:
         recent = [t.trace_id for t in local.list_traces(limit=10)]
         raise TraceNotFoundError(trace_id, source=local.path, candidates=recent)
-    if not any(span.trace_id == wanted for span in spans):
+    if wanted not in traces:
         raise TraceLoadError(f"the store's lines for trace {wanted} hold none of its spans", source=local.path)
-    return spans, wanted
+    return traces[wanted], conflicts.get(wanted, set()), wanted
 
 
 def _whole_attributes(store: StoreReader, trace_id: str) -> dict[str, bytes]:
     found: dict[str, bytes] = {}
     try:
-        spans = [span for request in store.read_requests(trace_id) for span in spans_of_request(request)]
-    except ChronicleError:  # an unreadable store only means nothing to rehydrate from
+        for request in store.iter_requests(trace_id):  # one line at a time: only the payloads found are kept
+            for span in spans_of_request(request):
+                attrs = span.attributes
+                for keys in semconv.PAYLOAD_KEYS:
+                    text, digest = attrs.get(keys.text), attrs.get(keys.hash)
+                    if isinstance(text, str) and isinstance(digest, str) and digest not in found:
+                        data = text.encode("utf-8", "surrogatepass")
+                        if payload_digest(data) == digest:
+                            found[digest] = data
+    except ChronicleError:  # an unreadable store only means nothing (more) to rehydrate from
         return found
-    for span in spans:
-        attrs = span.attributes
-        for keys in semconv.PAYLOAD_KEYS:
-            text, digest = attrs.get(keys.text), attrs.get(keys.hash)
-            if isinstance(text, str) and isinstance(digest, str):
-                data = text.encode("utf-8", "surrogatepass")
-                if payload_digest(data) == digest:
-                    found[digest] = data
     return found
 
 

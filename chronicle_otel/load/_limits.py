@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
+import threading
+from collections.abc import Callable
 from typing import Final
 
 from .. import environment_variables as env
 from .._api import publish
-from ..errors import ConfigError
+from ..errors import ConfigError, LoadLimitError
 
 MIB: Final = 1 << 20
 
@@ -37,6 +40,11 @@ class LoadLimits:
     max_response_bytes: int = 256 * MIB
     """Largest total of the bodies read from a backend for one trace, every page and listing included
     (``CHRONICLE_MAX_RESPONSE_BYTES``)."""
+
+    max_payload_bytes: int = 1024 * MIB
+    """Largest total read from payload stores to rehydrate the payloads cut on one trace's spans: every object read,
+    as stored and as it inflates, all stores and requests together; a request counts an object's size before its
+    body is read, so requests in flight hold no more (``CHRONICLE_MAX_PAYLOAD_BYTES``)."""
 
     http_timeout: float = 60.0
     """Total deadline in seconds of one HTTP request: connect, wait and read the whole body
@@ -78,11 +86,50 @@ _ENV: Final = (
     ("max_decompressed_bytes", env.CHRONICLE_MAX_DECOMPRESSED_BYTES, int),
     ("max_compression_ratio", env.CHRONICLE_MAX_COMPRESSION_RATIO, float),
     ("max_response_bytes", env.CHRONICLE_MAX_RESPONSE_BYTES, int),
+    ("max_payload_bytes", env.CHRONICLE_MAX_PAYLOAD_BYTES, int),
     ("http_timeout", env.CHRONICLE_HTTP_TIMEOUT, float),
     ("http_total_timeout", env.CHRONICLE_HTTP_TOTAL_TIMEOUT, float),
 )
 
 ENV_VARS: Final = {name: var for name, var, _ in _ENV}
 """The environment variable of each limit, for error messages."""
+
+
+class PayloadBudget:
+    """What rehydrating the payloads cut on one trace's spans may still read: :attr:`LoadLimits.max_payload_bytes`,
+    shared by every payload store asked and every request in flight (thread safe). Once spent, every later
+    :meth:`take` is refused too, so the requests still in flight stop at their next one."""
+
+    def __init__(self, limit: int, trace_id: str) -> None:
+        self.limit = limit
+        self.trace_id = trace_id
+        self.used = 0
+        self._spent = False
+        self._lock = threading.Lock()
+
+    def take(self, size: int, store: object = None) -> None:
+        """Count ``size`` more bytes read from ``store`` (named in the error).
+
+        Raises:
+            LoadLimitError: the bytes read for this trace would pass the limit.
+        """
+        with self._lock:
+            if not self._spent and self.used + size <= self.limit:
+                self.used += size
+                return
+            self._spent = True
+        raise LoadLimitError(
+            f"rehydrating the payloads cut on the spans of trace {self.trace_id} reads more than {self.limit} bytes "
+            f"from the payload stores ({self.used} read, {size} more asked for)",
+            limit="max_payload_bytes",
+            value=self.limit,
+            env_var=env.CHRONICLE_MAX_PAYLOAD_BYTES,
+            source=store,
+        )
+
+    def taker(self, store: object) -> Callable[[int], None]:
+        """:meth:`take` for the reads of one store (what a store's ``get_payloads(..., reserve=...)`` calls)."""
+        return functools.partial(self.take, store=store)
+
 
 publish(__name__, globals())

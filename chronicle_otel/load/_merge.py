@@ -16,6 +16,8 @@ def merge(
 
     Copies of one span whose payloads differ (both carry a payload hash, and the hashes differ: not a retry, an
     edited or damaged source) are added to ``conflicts`` (trace id -> span ids); the most complete copy is kept.
+    ``spans`` is consumed one at a time, and a copy that is not kept is dropped at once: memory follows the distinct
+    spans, not the copies.
     """
     traces: dict[str, dict[str, SpanRecord]] = {}
     for span in spans:

@@ -17,14 +17,17 @@ from span data. The client is `obstore <https://developmentseed.org/obstore/>`_ 
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import os
 import re
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
+from .._internal.digest import PREFIX as _PREFIX
 from .._internal.digest import payload_digest
 from .._internal.errors import warn_once
 from ..codec import MAX_DECODE_BYTES
@@ -33,7 +36,7 @@ from ..errors import ConfigError, StoreError
 if TYPE_CHECKING:
     from obstore.store import S3Store
 
-__all__ = ["ObjectPayloadStore", "PutReport", "decode_object", "encode_object", "object_key"]
+__all__ = ["ObjectPayloadStore", "PutReport", "decode_object", "encode_object", "object_key", "read_object"]
 
 ZSTD_MAGIC: Final = b"\x28\xb5\x2f\xfd"
 """The first bytes of a zstd frame; canonical JSON never starts with them."""
@@ -98,24 +101,102 @@ def decode_object(
     first MiB; a frame that would exceed either, is damaged, or cannot be read (no ``zstandard`` package) yields
     None, as does a payload whose sha256 differs.
     """
-    data: bytes = blob
-    max_bytes = min(max_bytes, max(len(blob) * max_ratio, 1 << 20))
-    if blob[:4] == ZSTD_MAGIC:
-        zstandard = _zstandard()
-        if zstandard is None:
-            warn_once(
-                "object-zstd-missing",
-                "chronicle_otel: a payload object is zstd-compressed and the zstandard package is not installed; "
-                "pip install 'chronicle-otel[s3]'",
-            )
+    return read_object((blob,), len(blob), digest, max_bytes=max_bytes, max_ratio=max_ratio)
+
+
+READ_CHUNK_BYTES: Final = 1 << 20
+"""Bytes an object is read (and a compressed one inflated) in at a time: what a read holds beyond what it keeps."""
+
+
+def read_object(
+    chunks: Iterable[bytes],
+    size: int,
+    digest: str,
+    *,
+    max_bytes: int = MAX_DECODE_BYTES,
+    max_ratio: int = MAX_INFLATION,
+    reserve: Callable[[int], None] | None = None,
+) -> bytes | None:
+    """The payload an object holds, verified, read from its ``chunks`` as they arrive: what :func:`decode_object`
+    returns for the whole object, without holding more than it keeps.
+
+    A plain object is hashed chunk by chunk; a zstd frame is gathered (``size`` bytes at most) and inflated
+    :data:`READ_CHUNK_BYTES` at a time, within the same bounds as :func:`decode_object`, each inflated chunk counted
+    with ``reserve`` before it is kept. Nothing is joined unless the sha256 is ``digest``. More bytes than ``size``
+    (the object's size as the store said) yield None at once, as does anything :func:`decode_object` refuses.
+    """
+    parts: list[bytes] = []
+    received = 0
+    hasher = hashlib.sha256()
+    plain: bool | None = None  # known once the first four bytes are in
+    for chunk in chunks:
+        received += len(chunk)
+        if received > size:
             return None
+        parts.append(chunk)
+        if plain is None:
+            head = b"".join(parts)[: len(ZSTD_MAGIC)]  # the first chunk itself, unless it is shorter than that
+            if len(head) < len(ZSTD_MAGIC) and received < size:
+                continue
+            plain = head != ZSTD_MAGIC
+            chunk = b"".join(parts) if plain else b""
+        if plain:
+            hasher.update(chunk)
+    if received != size:
+        return None
+    if plain is False:
+        return _inflate_verified(b"".join(parts), digest, min(max_bytes, max(size * max_ratio, 1 << 20)), reserve)
+    return b"".join(parts) if _PREFIX + hasher.hexdigest() == digest else None
+
+
+def _inflate_verified(blob: bytes, digest: str, max_bytes: int, reserve: Callable[[int], None] | None) -> bytes | None:
+    """The payload a zstd frame holds, inflated a chunk at a time to at most ``max_bytes``, when its sha256 is
+    ``digest``; else None."""
+    zstandard = _zstandard()
+    if zstandard is None:
+        warn_once(
+            "object-zstd-missing",
+            "chronicle_otel: a payload object is zstd-compressed and the zstandard package is not installed; "
+            "pip install 'chronicle-otel[s3]'",
+        )
+        return None
+    hasher = hashlib.sha256()
+    parts: list[bytes] = []
+    inflated = 0
+    try:
+        with zstandard.ZstdDecompressor().stream_reader(blob) as reader:
+            while chunk := reader.read(READ_CHUNK_BYTES):
+                inflated += len(chunk)
+                if inflated > max_bytes:
+                    return None
+                if reserve is not None:
+                    reserve(len(chunk))
+                hasher.update(chunk)
+                parts.append(chunk)
+    except zstandard.ZstdError:
+        return None
+    return b"".join(parts) if _PREFIX + hasher.hexdigest() == digest else None
+
+
+class _StreamError(Exception):
+    """The object store failed while an object's body was read (``cause``)."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
+def _stream(chunks: Iterable[bytes]) -> Iterator[bytes]:
+    """``chunks`` with the store's errors wrapped: told apart from what the reader's ``reserve`` raises."""
+    iterator = iter(chunks)
+    while True:
         try:
-            data = zstandard.ZstdDecompressor().decompress(blob, max_output_size=max_bytes)
-        except zstandard.ZstdError:
-            return None
-        if len(data) > max_bytes:
-            return None
-    return data if payload_digest(data) == digest else None
+            chunk = next(iterator)
+        except StopIteration:
+            return
+        except Exception as exc:
+            raise _StreamError(exc) from exc
+        yield bytes(chunk)
 
 
 @dataclass
@@ -342,8 +423,18 @@ class ObjectPayloadStore:
         """
         return self.get_payloads([digest]).get(digest)
 
-    def get_payloads(self, digests: Sequence[str]) -> dict[str, bytes]:
+    def get_payloads(self, digests: Sequence[str], *, reserve: Callable[[int], None] | None = None) -> dict[str, bytes]:
         """The verified payloads of ``digests`` that the store holds, fetched concurrently.
+
+        Each object is streamed and hashed as it arrives, and kept only once its sha256 is its address; an object
+        that sends more than its size, or that inflates past :attr:`max_object_bytes`, is dropped at that byte.
+
+        Args:
+            digests: the ``sha256:<hex>`` addresses wanted.
+            reserve: called with the bytes a read is about to hold: an object's size once the store has told it and
+                before its body is read, then what a compressed object inflates to, chunk by chunk. It raises to
+                refuse (loading gives the trace's :attr:`~chronicle_otel.load.LoadLimits.max_payload_bytes` budget);
+                its error ends the call, as it is.
 
         Raises:
             StoreError: the object store refused or could not be reached.
@@ -351,7 +442,7 @@ class ObjectPayloadStore:
         wanted = [d for d in dict.fromkeys(digests) if object_key(d) is not None]
         if not wanted:
             return {}
-        fetch: Callable[[str], bytes | BaseException | None] = self._get_one
+        fetch: Callable[[str], bytes | BaseException | None] = functools.partial(self._get_one, reserve=reserve)
         results = [fetch(wanted[0])] if len(wanted) == 1 else list(self._executor().map(fetch, wanted))
         found: dict[str, bytes] = {}
         for digest, result in zip(wanted, results, strict=True):
@@ -361,7 +452,9 @@ class ObjectPayloadStore:
                 found[digest] = result
         return found
 
-    def _get_one(self, digest: str) -> bytes | BaseException | None:
+    def _get_one(self, digest: str, reserve: Callable[[int], None] | None = None) -> bytes | BaseException | None:
+        """The verified payload, None (absent, too large, not its address), or the store's error; what ``reserve``
+        raises is raised."""
         import obstore
         from obstore.exceptions import NotFoundError
 
@@ -370,22 +463,32 @@ class ObjectPayloadStore:
         try:
             result = obstore.get(self._client, key)
             size = result.meta.get("size", 0)
-            if not isinstance(size, int) or size > self.max_object_bytes:
-                warn_once(
-                    f"object-too-large:{self.url}",
-                    "chronicle_otel: payload object %s in %s is %s bytes, over the %d-byte limit; not read",
-                    key,
-                    self.url,
-                    size,
-                    self.max_object_bytes,
-                )
-                return None
-            blob = bytes(result.bytes())
         except (NotFoundError, FileNotFoundError):
             return None
         except Exception as exc:
             return exc
-        data = decode_object(blob, digest, max_bytes=self.max_object_bytes)
+        if type(size) is not int or not 0 <= size <= self.max_object_bytes:
+            warn_once(
+                f"object-too-large:{self.url}",
+                "chronicle_otel: payload object %s in %s is %s bytes, over the %d-byte limit; not read",
+                key,
+                self.url,
+                size,
+                self.max_object_bytes,
+            )
+            return None
+        if reserve is not None:
+            reserve(size)  # before any byte of the body is read
+        try:
+            data = read_object(
+                _stream(result.stream(min_chunk_size=READ_CHUNK_BYTES)),
+                size,
+                digest,
+                max_bytes=self.max_object_bytes,
+                reserve=reserve,
+            )
+        except _StreamError as failed:
+            return None if isinstance(failed.cause, (NotFoundError, FileNotFoundError)) else failed.cause
         if data is None:
             warn_once(
                 f"object-mismatch:{self.url}",

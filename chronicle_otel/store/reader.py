@@ -21,7 +21,9 @@ A store directory is untrusted like any trace data: a damaged or tampered index,
 - every listed row is checked (a 32-hex-digit trace id, integers where integers belong, known statuses): a store
   holding one bad row lists nothing and names the row, rather than handing it on;
 - span lines are read only from regular files under ``spans/`` (no symbolic links, devices or pipes), within the
-  file's size, at most :data:`MAX_LINE_BYTES` per line and :data:`MAX_TRACE_BYTES` per trace.
+  file's size, at most :data:`MAX_LINE_BYTES` per line and :data:`MAX_TRACE_BYTES` per trace (counted over every row
+  listed); a line that several rows list is read once, and lines are parsed one at a time
+  (:meth:`StoreReader.iter_requests`).
 
 The writing side is :class:`~chronicle_otel.store.LocalStore`.
 
@@ -521,7 +523,7 @@ class StoreReader:
         raise StoreError(f"trace {trace_id}: a row of unexpected values", where)  # not reached: a check above fails
 
     def iter_lines(self, trace_id: str) -> Iterator[bytes]:
-        """The raw OTLP/JSON lines holding spans of ``trace_id``, in write order.
+        """The raw OTLP/JSON lines holding spans of ``trace_id``, in write order (a line the index lists twice, once).
 
         Raises:
             StoreError: the index or a segment is damaged (missing, truncated, pointing outside the store).
@@ -556,8 +558,13 @@ class StoreReader:
                 self.path / INDEX,
             )
         handles: dict[str, tuple[Any, int]] = {}
+        seen: set[tuple[Any, ...]] = set()
         try:
-            for segment, offset, length in rows:
+            for row in rows:
+                if row in seen:
+                    continue  # the writer indexes a line once: a row listing it again (a tampered index) adds nothing
+                seen.add(row)
+                segment, offset, length = row
                 full = self._segment_path(segment)
                 opened = handles.get(segment)
                 if opened is None:
@@ -613,7 +620,17 @@ class StoreReader:
         Raises:
             StoreError: a line is not a JSON object, or the index or a segment is damaged.
         """
-        requests = []
+        return list(self.iter_requests(trace_id))
+
+    def iter_requests(self, trace_id: str) -> Iterator[dict[str, Any]]:
+        """The ``ExportTraceServiceRequest`` documents holding spans of ``trace_id``, parsed one at a time.
+
+        Each line is parsed when the next document is asked for, so a reader that keeps only what it needs of each
+        (loading merges the copies of a span as it reads) holds one document at a time, not all of them.
+
+        Raises:
+            StoreError: a line is not a JSON object, or the index or a segment is damaged.
+        """
         for path, offset, line in self._located_lines(trace_id):
             try:
                 request = orjson.loads(line)
@@ -621,8 +638,7 @@ class StoreReader:
                 raise StoreError(f"the line at byte {offset} is not JSON ({exc})", path) from None
             if not isinstance(request, dict):
                 raise StoreError(f"the line at byte {offset} is not a JSON object", path)
-            requests.append(request)
-        return requests
+            yield request
 
     def read_spans(self, trace_id: str) -> list[dict[str, Any]]:
         """The OTLP/JSON spans of ``trace_id``, in the order they were exported.

@@ -6,7 +6,9 @@ import base64
 import contextlib
 import gzip
 import json
+import os
 import random
+import shutil
 import sqlite3
 import struct
 import subprocess
@@ -820,6 +822,35 @@ def test_read_bytes_takes_the_same_limits() -> None:
         assert len(list(read_bytes(data, "memory"))) == 2
 
 
+def test_payloads_read_from_any_store_count_against_one_budget_per_trace(
+    recorder: Recorder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    @chronicle.boundary(kind="retrieval", name="runbook")
+    def runbook(section: int) -> str:
+        return f"section {section}: " + "roll back the risk scorer, then drain the queue. " * 12_000  # 600 KB
+
+    @chronicle.boundary(kind="agent", name="agent")
+    def agent() -> list[str]:
+        return [runbook(i) for i in range(3)]
+
+    agent()
+    recorder.config.force_flush()
+    tid = recorder.store.list_traces()[0].trace_id
+    whole = chronicle.load_trace(recorder.path, tid)  # the outputs cut on the spans, whole from the store's payloads
+    assert {b.raw_output.status for b in whole.boundaries if b.raw_output} == {"rehydrated"}
+    read = sum(len(b.raw_output.text.encode()) for b in whole.boundaries if b.raw_output)  # the runbooks, the list
+    assert read > 3_000_000
+    with pytest.raises(LoadLimitError) as refused:
+        chronicle.load_trace(recorder.path, tid, limits=LoadLimits(max_payload_bytes=read - 1))
+    assert refused.value.limit == "max_payload_bytes" and str(recorder.path) in str(refused.value)
+    monkeypatch.setenv("CHRONICLE_MAX_PAYLOAD_BYTES", str(read - 1))
+    with pytest.raises(LoadLimitError, match=r"CHRONICLE_MAX_PAYLOAD_BYTES"):
+        chronicle.load_trace(recorder.path, tid)
+    monkeypatch.setenv("CHRONICLE_MAX_PAYLOAD_BYTES", str(read))  # every payload the trace reads, exactly
+    again = chronicle.load_trace(recorder.path, tid).boundaries
+    assert [b.raw_output for b in again] == [b.raw_output for b in whole.boundaries]
+
+
 def _zeros_gzip_member(mib: int) -> bytes:
     packer = zlib.compressobj(6, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
     zeros = bytes(1 << 20)
@@ -984,6 +1015,69 @@ def test_whole_attributes_from_a_damaged_store_only_mean_nothing_to_rehydrate(
     trace = chronicle.load_trace(write(tmp_path, doc), store=recorder.store)
     [b] = trace.boundaries
     assert b.raw_input is not None and b.raw_input.status in ("missing", "rehydrated")
+
+
+_COPIES_PEAK = textwrap.dedent(
+    """
+    import shutil, sys, tracemalloc
+    from chronicle_otel import load_trace
+    clean, tampered, trace_id = sys.argv[1:4]
+    expected = load_trace(clean, trace_id)  # once before measuring: every module the load imports is imported
+    tracemalloc.start()
+    trace = load_trace(tampered, trace_id)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert trace.spans == expected.spans and [b.call_key for b in trace.boundaries] == [
+        b.call_key for b in expected.boundaries
+    ], "the tampered store loads another trace"
+    print(peak)
+    """
+)
+
+
+@pytest.mark.parametrize("tampering", ["one row listed again and again", "the line copied, one row per copy"])
+def test_a_store_index_listing_a_line_many_times_takes_memory_for_one_copy(
+    recorder: Recorder, tmp_path: Path, tampering: str
+) -> None:
+    @chronicle.boundary(kind="tool", name="lookup")
+    def lookup(query: str) -> list[str]:
+        return [f"{query}: chunk {i} of the runbook" * 4 for i in range(8)]
+
+    @chronicle.boundary(kind="agent", name="agent")
+    def agent(question: str) -> list[list[str]]:
+        return [lookup(f"{question} {i}") for i in range(4)]
+
+    agent("why did the deploy fail")
+    recorder.config.force_flush()
+    recorder.store.close()
+    tid = recorder.store.list_traces()[0].trace_id
+    recorder.store.close()
+    clean = tmp_path / "clean"
+    shutil.copytree(recorder.path, clean)
+    with contextlib.closing(sqlite3.connect(recorder.path / "index.sqlite3")) as db, db:
+        rows = db.execute("SELECT trace_id, segment, offset, length, trace_ref FROM span_lines").fetchall()
+        distinct = sum(row[3] for row in rows)
+        copies = (16 << 20) // distinct  # the trace's lines listed again until 16 MiB are read
+        if tampering == "one row listed again and again":
+            added = rows * copies
+        else:  # rows no reader can tell from the writer's own: each copy of a line at its own offset
+            [segment] = _segments(recorder)
+            added = []
+            with segment.open("ab") as fh:
+                for _ in range(copies):
+                    for trace_id, name, offset, length, ref in rows:
+                        added.append((trace_id, name, fh.tell(), length, ref))
+                        fh.write(segment.read_bytes()[offset : offset + length] + b"\n")
+        db.executemany("INSERT INTO span_lines(trace_id, segment, offset, length, trace_ref) VALUES (?,?,?,?,?)", added)
+    read = distinct * (copies + 1)
+    command = [sys.executable, "-c", _COPIES_PEAK, str(clean), str(recorder.path), tid]
+    environ = {**os.environ, "PYTHONPATH": str(Path(chronicle.__file__).parents[1])}  # this checkout, from any cwd
+    done = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, env=environ, timeout=120)
+    assert done.returncode == 0, done.stderr
+    peak = int(done.stdout)
+    # Copies of a span are merged as they are read (docs/explanation/security.md): what they add is the index rows
+    # listing them, far below the bytes read; holding every copy parsed took 5 to 10 times the bytes read.
+    assert peak < read / 2, f"loading {read} bytes of copies of {distinct} bytes of lines took {peak} bytes"
 
 
 @pytest.fixture(autouse=True)

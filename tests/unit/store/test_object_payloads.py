@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +21,13 @@ from chronicle_otel.errors import ConfigError, StoreError
 from chronicle_otel.store import ObjectPayloadStore, open_payload_store
 from chronicle_otel.store._object import (
     MIN_COMPRESS_BYTES,
+    READ_CHUNK_BYTES,
     ZSTD_MAGIC,
     decode_object,
     describe_error,
     encode_object,
     object_key,
+    read_object,
 )
 
 
@@ -147,6 +149,56 @@ def test_every_payload_round_trips_through_its_object(data: bytes, level: int | 
 def test_decoding_arbitrary_bytes_never_raises(blob: bytes) -> None:
     result = decode_object(blob, payload_digest(b"x"))
     assert result is None or payload_digest(result) == payload_digest(b"x")
+
+
+def _chunked(blob: bytes, size: int) -> list[bytes]:
+    return [blob[i : i + size] for i in range(0, len(blob), size)] or [b""]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=4096), st.sampled_from([None, 1, 3]), st.integers(1, 600), st.booleans())
+def test_reading_an_object_chunk_by_chunk_gives_what_decoding_it_whole_gives(
+    data: bytes, level: int | None, chunk: int, same_address: bool
+) -> None:
+    blob = encode_object(data, level)
+    digest = payload_digest(data if same_address else data + b"!")
+    assert read_object(_chunked(blob, chunk), len(blob), digest) == decode_object(blob, digest)
+    if same_address and data[:4] != ZSTD_MAGIC:  # canonical JSON never starts with the magic number
+        assert read_object(_chunked(blob, chunk), len(blob), digest) == data
+
+
+def test_an_object_that_sends_more_or_less_than_its_size_is_dropped_at_that_byte() -> None:
+    data = _payload(100)
+
+    def longer() -> Iterator[bytes]:
+        yield data
+        yield b"and more"
+        raise AssertionError("read on past the size the store gave")
+
+    assert read_object(longer(), len(data), payload_digest(data)) is None
+    assert read_object(_chunked(data[:-1], 64), len(data), payload_digest(data)) is None  # cut short
+    assert read_object(_chunked(data, 64), len(data), payload_digest(data)) == data
+
+
+def test_what_a_frame_inflates_to_is_reserved_chunk_by_chunk_and_a_refusal_ends_the_read() -> None:
+    data = _payload(40_000)  # 3.6 MB that zstd packs about 100 to 1
+    blob = encode_object(data)
+    taken: list[int] = []
+    assert read_object(_chunked(blob, 4096), len(blob), payload_digest(data), reserve=taken.append) == data
+    assert sum(taken) == len(data) and max(taken) <= READ_CHUNK_BYTES and len(taken) > 1
+
+    class Refused(Exception):
+        pass
+
+    def refuse_after_one(size: int) -> None:
+        if taken:
+            raise Refused(size)
+        taken.append(size)
+
+    taken.clear()
+    with pytest.raises(Refused):
+        read_object([blob], len(blob), payload_digest(data), reserve=refuse_after_one)
+    assert taken == [READ_CHUNK_BYTES]
 
 
 # ------------------------------------------------------------------------------------------------ URLs
