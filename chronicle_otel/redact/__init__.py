@@ -23,6 +23,10 @@ What is redacted, by default:
   (:data:`DEFAULT_VALUE_PATTERNS`): OpenAI and Anthropic keys, AWS access key ids, GitHub and Slack
   tokens, Stripe and Google API keys, JWTs, ``Bearer``/``Basic`` credentials, PEM private keys and the
   password of a URL (``postgres://app:[REDACTED]@db``). Only the secret is replaced.
+- **By key name inside JSON text.** A string that holds a JSON object or array (an LLM tool call's
+  ``function.arguments``) has the value of every secret-named key replaced by ``"[REDACTED]"`` in place: it stays
+  valid JSON of the same shape. So do the pieces of such text a stream yields (streamed tool call arguments): the
+  marker goes where the value starts, the rest of the value is removed from the pieces that follow.
 - **Values repeated in an error.** A value redacted by key from a call's arguments is also removed from
   the exception the call raises (``raise ValueError(f"bad password {password}")``).
 
@@ -40,6 +44,8 @@ Cost: key names are looked up in a cache (one dict lookup per key). Value format
 payload's canonical JSON, once: a format's scan runs only when a character every match holds occurs
 (a ``memchr``), as a literal-prefix regex search, and replaces in place. About 1 µs per KB of payload
 (up to ~2.5 µs for JSON dense in ``_`` keys and UUIDs); see ``benchmarks/overhead.py`` (``nostore_novalues``).
+Strings that are JSON text are found by a ``memchr`` for a backslash and, when there is one, one more search; only
+such a string is parsed and its key names looked up.
 
 API:
     :class:`Redactor`, :class:`PatternRedactor`, :data:`REDACTED`, :data:`DEFAULT_KEY_PATTERNS`,

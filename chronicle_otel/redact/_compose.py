@@ -50,10 +50,10 @@ class _ChainedRedactor:
         return self.first.redact_key(name) or self.then.redact_key(name)
 
     def redact_text(self, text: str) -> str:
-        return self.then.redact_text(self.first.redact_text(text))
+        return self.then.redact_text(self.first._redact_text(text, self.redact_key))
 
     def redact_json(self, data: bytes) -> bytes:
-        return _redact_json_strings(self.first.redact_json(data), self.then.redact_text)
+        return _redact_json_strings(self.first._redact_json(data, self.redact_key), self.then.redact_text)
 
 
 def chain(patterns: PatternRedactor, user: Redactor | None) -> Redactor:

@@ -7,6 +7,7 @@ from typing import Any
 
 import orjson
 
+from ._json_text import with_json_keys
 from ._protocol import Redactor
 
 
@@ -26,12 +27,26 @@ def _redact_json_strings(data: bytes, fn: Callable[[str], str]) -> bytes:
     return orjson.dumps(_map_strings(orjson.loads(data), fn), option=orjson.OPT_SORT_KEYS)
 
 
+def _text_rule(redactor: Redactor) -> Callable[[str], str]:
+    """What a string of a payload goes through: ``redactor.redact_text``, after the keys of JSON text are redacted
+    with ``redactor.redact_key`` when the redactor does not do it itself (a user's own)."""
+    if getattr(redactor, "redact_json", None) is not None:  # the built-in ones: their redact_text does it
+        return redactor.redact_text
+    return with_json_keys(redactor.redact_text, redactor.redact_key)
+
+
 def redact_tree(tree: Any, redactor: Redactor) -> Any:
-    """JSON-native ``tree`` with every string (keys included) passed through ``redactor.redact_text``."""
-    return _map_strings(tree, redactor.redact_text)
+    """JSON-native ``tree`` with every string (keys included) passed through ``redactor.redact_text``.
+
+    A string that is JSON text first has the values of the keys ``redactor.redact_key`` names replaced.
+    """
+    return _map_strings(tree, _text_rule(redactor))
 
 
 def redact_encoded(data: bytes, redactor: Redactor) -> bytes:
-    """Canonical JSON ``data`` with the secret values ``redactor`` finds replaced, still canonical JSON."""
+    """Canonical JSON ``data`` with the secret values ``redactor`` finds replaced, still canonical JSON.
+
+    A string that is JSON text first has the values of the keys ``redactor.redact_key`` names replaced.
+    """
     fast = getattr(redactor, "redact_json", None)
-    return fast(data) if fast is not None else _redact_json_strings(data, redactor.redact_text)
+    return fast(data) if fast is not None else _redact_json_strings(data, _text_rule(redactor))

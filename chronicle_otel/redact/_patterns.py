@@ -10,6 +10,7 @@ from typing import Final
 
 from ._formats import _FORMATS, DEFAULT_VALUE_PATTERNS
 from ._json import _redact_json_strings
+from ._json_text import JSON_HEADS, redact_embedded, redact_json_text
 from ._keys import DEFAULT_SECRET_PATTERN, key_filter
 from ._protocol import KeyFilter
 from ._scanner import _inside_escape, _Scanner, _splice
@@ -95,8 +96,16 @@ class PatternRedactor:
     def redact_text(self, text: str) -> str:
         """``text`` with every secret value format replaced by :data:`REDACTED`.
 
-        So is every value the text gives a secret name with ``=`` (``password=…``, ``?api_key=…``).
+        So is every value the text gives a secret name with ``=`` (``password=…``, ``?api_key=…``) and, when the text
+        is JSON text (``'{"user": "bob", "password": "hunter2"}'``), the value of every secret-named key, which
+        becomes ``"[REDACTED]"`` (the JSON stays valid).
         """
+        return self._redact_text(text, self.key_predicate)
+
+    def _redact_text(self, text: str, redact_key: KeyFilter) -> str:
+        """:meth:`redact_text`, the keys of JSON text judged by ``redact_key``."""
+        if text[:1] in JSON_HEADS:
+            text = redact_json_text(text, redact_key)
         spans = self._text_spans(text)
         return _splice(text, spans) if spans else text
 
@@ -134,13 +143,20 @@ class PatternRedactor:
     def redact_json(self, data: bytes) -> bytes:
         """Canonical JSON ``data`` with every secret in its strings replaced; ``data`` itself when there is none.
 
-        The fast path the codec takes: one scan of the whole document, replacing in place.
+        The fast path the codec takes: one scan of the whole document, replacing in place. A string of it that is
+        JSON text has the values of its secret-named keys replaced first (see :meth:`redact_text`).
         """
+        return self._redact_json(data, self.key_predicate)
+
+    def _redact_json(self, data: bytes, redact_key: KeyFilter) -> bytes:
+        """:meth:`redact_json`, the keys of JSON text in its strings judged by ``redact_key``."""
         text = data.decode()
-        changed = False
+        keyed = redact_embedded(text, redact_key)
+        changed = keyed is not text
+        text = keyed
         if "$" in text and _BYTES_TAG in text:  # bytes values, which the text holds in base64
             scanned = _BYTES_VALUE.sub(self._redact_bytes, text)
-            changed = scanned != text
+            changed = changed or scanned != text
             text = scanned
         spans = self._scanner.spans(text, True)
         if spans is None:
