@@ -191,6 +191,7 @@ $(PEERS_VENV)/.installed: pyproject.toml benchmarks/peers_env.sh
 bench: install $(PEERS_VENV)/.installed $(SEAWEEDFS_VENV)/.installed
 	$(BIN)/python benchmarks/overhead.py --peers-python $(PEERS_VENV)/bin/python $(OVERHEAD_ARGS)
 	$(BIN)/python benchmarks/read_side.py
+	$(BIN)/python benchmarks/corpus.py
 	$(BIN)/python benchmarks/export_throughput.py
 	CHRONICLE_TEST_WEED=$(WEED_BIN) $(BIN)/python benchmarks/payload_store.py
 

@@ -3,6 +3,7 @@
 from . import cli as cli
 from . import codec as codec
 from . import config as config
+from . import corpus as corpus
 from . import environment_variables as environment_variables
 from . import errors as errors
 from . import export as export

@@ -63,6 +63,7 @@ PUBLIC: Final[dict[str, str]] = {
 
 SUBMODULES: Final = (
     "cli",
+    "corpus",
     "codec",
     "config",
     "environment_variables",

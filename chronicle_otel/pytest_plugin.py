@@ -109,9 +109,68 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="PATH",
         help="write the replay report of every chronicle_replay test to PATH as a JSON list",
     )
+    corpus = parser.getgroup("chronicle corpus", "chronicle_otel: replay a corpus of recorded traces, one test each")
+    corpus.addoption(
+        "--chronicle-corpus",
+        dest="chronicle_corpus",
+        metavar="SOURCE",
+        help="replay every trace of SOURCE (a store directory, a trace file, a directory or a glob of them) as a test",
+    )
+    corpus.addoption(
+        "--chronicle-corpus-only",
+        dest="chronicle_corpus_only",
+        action="store_true",
+        default=False,
+        help="collect the corpus's tests only (no test files)",
+    )
+    corpus.addoption("--chronicle-since", dest="chronicle_since", metavar="AGE|DATE", help="only traces since (24h)")
+    corpus.addoption(
+        "--chronicle-failed", dest="chronicle_failed", action="store_true", default=False, help="only failed runs"
+    )
+    corpus.addoption(
+        "--chronicle-where",
+        dest="chronicle_where",
+        action="append",
+        default=[],
+        metavar="session.KEY=VALUE",
+        help="only traces with this session variable (repeatable)",
+    )
+    corpus.addoption("--chronicle-root", dest="chronicle_root", metavar="GLOB", help="only traces with this root")
+    corpus.addoption(
+        "--chronicle-shard", dest="chronicle_shard", metavar="I/N", help="only the I-th of N shards (by trace id)"
+    )
+    corpus.addoption(
+        "--chronicle-corpus-limit",
+        dest="chronicle_corpus_limit",
+        type=int,
+        metavar="N",
+        help="at most the N most recent traces",
+    )
+    corpus.addoption(
+        "--chronicle-check",
+        dest="chronicle_check",
+        metavar="MODULE:FUNCTION",
+        help="whether a recorded failure is fixed (default: a conftest's pytest_chronicle_corpus_check, else: it no "
+        "longer raises)",
+    )
+    corpus.addoption(
+        "--chronicle-import",
+        dest="chronicle_import",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import this module (your agent) before the corpus is replayed (repeatable)",
+    )
     parser.addini("chronicle_store", "payload store directory for chronicle_replay tests", default="")
     parser.addini("chronicle_payloads", "payload store (s3://bucket/prefix) for chronicle_replay tests", default="")
     parser.addini("chronicle_traces", "directory of trace files for chronicle_replay tests", default="")
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    """The hooks a ``conftest.py`` may implement: ``pytest_chronicle_corpus_check``."""
+    from .corpus.plugin import CorpusHooks
+
+    pluginmanager.add_hookspecs(CorpusHooks)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -123,6 +182,15 @@ def pytest_configure(config: pytest.Config) -> None:
         "the active run",
     )
     config.stash[_SUITE] = _suite_options(config)
+    if config.getoption("chronicle_corpus", default=None):
+        from .corpus.plugin import CorpusPlugin
+
+        options: dict[str, Any] = {"emit_spans": False}  # a corpus is judged by its reports: no replay spans to store
+        if config.getoption("chronicle_allow_network", default=False):
+            options["block_network"] = False
+        config.pluginmanager.register(
+            CorpusPlugin(config, _with_suite(options, config.stash[_SUITE]), _Entries()), "chronicle_corpus"
+        )
     if not hasattr(config, "workerinput"):  # an xdist worker sends its reports to the controller, which sums them up
         config.pluginmanager.register(_DriftSummary(config), "chronicle_drift_summary")
 
@@ -313,13 +381,13 @@ def _conclude(item: pytest.Item, run: ReplayRun) -> None:
     """
     report = run.report
     findings = _drift(report)
-    data = orjson.loads(orjson.dumps(dataclasses.asdict(report)))  # plain JSON values: xdist sends them on
+    data = report_data(report)
     item.stash[_ENTRY] = {
         "test": item.nodeid,
         "trace": item.stash.get(_SOURCE, ""),
         "trace_id": run.trace.trace_id,
         "ok": report.ok,
-        "findings": [finding for name in _DRIFT_SECTIONS for finding in data[name]],
+        "findings": findings_of(data),
         **data,
     }
     item.user_properties.append(("chronicle_replay.drift", str(len(findings))))
@@ -330,6 +398,27 @@ def _conclude(item: pytest.Item, run: ReplayRun) -> None:
         for finding in report.intended:
             item.user_properties.append((f"chronicle_replay.intended.{finding.kind}", _property(finding)))
     _warn_drift(item, report)
+
+
+class _Entries:
+    """The JSON report's entries of tests the plugin does not run itself (the corpus's)."""
+
+    def record(self, item: pytest.Item, entry: dict[str, Any]) -> None:
+        item.stash[_ENTRY] = entry
+
+    def report_data(self, report: ReplayReport) -> dict[str, Any]:
+        return report_data(report)
+
+
+def report_data(report: ReplayReport) -> dict[str, Any]:
+    """A report as plain JSON values (xdist sends them on; ``--chronicle-report`` writes them)."""
+    data: dict[str, Any] = orjson.loads(orjson.dumps(dataclasses.asdict(report)))
+    return data
+
+
+def findings_of(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """The counted findings of a report's JSON: divergences, drift and changes."""
+    return [finding for name in _DRIFT_SECTIONS for finding in data.get(name, [])]
 
 
 def _property(finding: Finding) -> str:
@@ -365,11 +454,26 @@ class _DriftSummary:
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.error:
             terminalreporter.write_line(self.error, red=True)
-        shown = [entry for entry in self.entries if entry["findings"] or entry.get("intended")]
+        corpus = [entry for entry in self.entries if "corpus" in entry]
+        shown = [
+            entry for entry in self.entries if "corpus" not in entry and (entry["findings"] or entry.get("intended"))
+        ]
+        drifting = sum(1 for entry in corpus if entry["findings"] or entry.get("intended"))
+        if drifting:  # the corpus table lists their outcomes; their findings are in --chronicle-report
+            terminalreporter.write_sep("=", "chronicle replay drift", yellow=True)
+            terminalreporter.write_line(
+                f"{drifting} of {len(corpus)} corpus traces have divergences, drift or changes"
+                + (
+                    ""
+                    if self.config.getoption("chronicle_report", default=None)
+                    else ": --chronicle-report PATH lists them"
+                )
+            )
         if not shown:
             return
         write = terminalreporter.write_line
-        terminalreporter.write_sep("=", "chronicle replay drift", yellow=True)
+        if not drifting:
+            terminalreporter.write_sep("=", "chronicle replay drift", yellow=True)
         drifted = intended = 0
         for entry in shown:
             findings, declared = entry["findings"], entry.get("intended") or []
@@ -383,7 +487,7 @@ class _DriftSummary:
                 write("  intended (declared changes):")
                 _write_findings(write, declared, "    ", details=1)
         tail = f"; {intended} with declared intended changes" if intended else ""
-        write(f"{drifted} of {len(self.entries)} replayed tests drifted{tail}")
+        write(f"{drifted} of {len(self.entries) - len(corpus)} replayed tests drifted{tail}")
 
 
 def _write_findings(write: Any, findings: list[dict[str, Any]], indent: str, details: int = _SHOWN_LINES) -> None:

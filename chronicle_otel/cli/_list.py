@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as dt
-import re
 import sys
 import time
 from collections.abc import Callable
 from typing import Any, TextIO
 
+from .._internal import ages
+from .._internal.sessions import session_matches
 from ..errors import ChronicleError
 from ..load import load_trace
 from ..model import Trace
@@ -82,30 +83,13 @@ def _positive(text: str) -> int:
     return value
 
 
-_AGE = re.compile(r"\s*(\d+(?:\.\d*)?)\s*(s|m|h|d|w)\s*\Z")
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-
-
 def since(text: str, now: Callable[[], float] = time.time) -> int:
     """``2h`` (an age), ``2026-11-30`` or ``2026-11-30T10:00`` (UTC unless an offset is given), as ns since the
-    epoch."""
-    match = _AGE.match(text)
-    if match is not None:
-        return _clamp(int((now() - float(match.group(1)) * _UNITS[match.group(2)]) * 1e9))
+    epoch (an ``argparse`` type)."""
     try:
-        when = dt.datetime.fromisoformat(text.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is neither an age (30m, 2h, 3d, 1w) nor a date or time (2026-11-30, 2026-11-30T10:00)"
-        ) from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=dt.timezone.utc)
-    return _clamp(int(when.timestamp() * 1e9))
-
-
-def _clamp(ns: int) -> int:
-    """``ns`` within the times a store holds (0 to the largest 64-bit integer)."""
-    return min(max(ns, 0), (1 << 63) - 1)
+        return ages.since(text, now)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _conditions(args: argparse.Namespace) -> list[tuple[str, str]]:
@@ -118,24 +102,6 @@ def _conditions(args: argparse.Namespace) -> list[tuple[str, str]]:
             raise ChronicleError(f"--where {option!r}: expected session.KEY=VALUE (e.g. session.user=alice)")
         pairs.append((key[len("session.") :], value))
     return pairs
-
-
-def session_matches(session: dict[str, Any], key: str, value: str) -> bool:
-    """True when the recorded session variable ``key`` reads as ``value`` (``true``/``True`` for a bool, ``3`` for 3).
-
-    A list value matches when one of its items does.
-    """
-    if key not in session:
-        return False
-    recorded = session[key]
-    values = recorded if isinstance(recorded, (list, tuple)) else [recorded]
-    for item in values:
-        if isinstance(item, bool):
-            if value.strip().lower() == str(item).lower():
-                return True
-        elif str(item) == value:
-            return True
-    return False
 
 
 def contains(trace: Trace, text: str) -> bool:

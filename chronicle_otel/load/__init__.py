@@ -43,7 +43,7 @@ payload, the boundary says so (``Payload.status == "missing"``) and replaying it
 commit beside the tests that replay it.
 
 API:
-    :func:`load_trace`, :func:`write_trace`, :class:`TraceSource`, :func:`register_source`,
+    :func:`load_trace`, :func:`write_trace`, :func:`read_spans`, :class:`TraceSource`, :func:`register_source`,
     :data:`SUPPORTED_FORMATS`
 """
 
@@ -82,6 +82,7 @@ __all__ = [
     "ZipkinSource",
     "build_trace",
     "load_trace",
+    "read_spans",
     "register_source",
     "source_for",
     "write_trace",
@@ -224,6 +225,30 @@ def load_trace(
             raise TraceLoadError("no such file or store", source=path)
         sources = _sources(payloads, None, opened, limits)
         return assemble(read_path(path, limits=limits), trace_id, str(path), sources, allow)
+
+
+def read_spans(source: str | os.PathLike[str], *, limits: LoadLimits | None = None) -> Iterator[SpanRecord]:
+    """The spans of every trace in a trace file, a directory of trace files or a glob pattern of them, as read (not
+    merged or checked: :func:`load_trace` does that for one trace).
+
+    Raises:
+        TraceLoadError: the source cannot be read or is not trace data (as :func:`load_trace` says).
+    """
+    path = Path(source)
+    if path.is_dir():
+        files = _trace_files(_named_like_traces(path), path)
+        if not files:
+            raise TraceLoadError("a directory with no trace file", source=path, expected=_DIRECTORY)
+        yield from _read_all(files, limits)
+    elif not path.exists() and _is_pattern(os.fspath(source)):
+        files = _trace_files((Path(p) for p in glob.iglob(os.fspath(source))), os.fspath(source))
+        if not files:
+            raise TraceLoadError("no file matches the pattern", source=os.fspath(source))
+        yield from _read_all(files, limits)
+    elif not path.exists():
+        raise TraceLoadError("no such file or store", source=path)
+    else:
+        yield from read_path(path, limits=limits)
 
 
 MAX_TRACE_FILES = 10_000

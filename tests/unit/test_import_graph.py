@@ -90,6 +90,7 @@ READ_SIDE = (
     "chronicle_otel.load",
     "chronicle_otel.replaying",
     "chronicle_otel.cli",
+    "chronicle_otel.corpus",
     "chronicle_otel.pytest_plugin",
     "chronicle_otel.testing",
 )
