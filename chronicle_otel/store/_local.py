@@ -20,6 +20,12 @@ arrival order, so the lines of new traces go in at the end of that index). The w
 4,000 pages (a page several batches changed is copied once). The exporter may hand lines in already compressed
 (:meth:`LocalStore.encode_lines`); they are appended as they are.
 
+A store removed while the writer runs (``rm -rf .chronicle``, a cleanup job) is started again at its path: before a
+batch the writer checks that the manifest, its index file and the compression dictionary its lines need are there
+(re-writing the dictionary's file), and after the ``COMMIT`` that the store and the segment it appended to still are;
+a batch whose store went away meanwhile is written once more in the new store, and counted as failed when that one
+went too. No trace is listed that cannot be read.
+
 Failures are counted on the store (:attr:`LocalStore.failed_batches`, :attr:`LocalStore.failed_spans`); the
 exporter reports them through :meth:`LocalStore.report_write_failure`, once per cause, naming it ("disk full",
 "store is read-only" or the error itself) and the store path, and once more, with the counts, when writing
@@ -247,6 +253,7 @@ class LocalStore(StoreReader):
         self._recoveries = 0
         self._compression: LineCompressor | None = None
         self._by_ref = True  # span lines found by their trace's ref (chronicle-store/2); read from the index
+        self._index_id: tuple[int, int] | None = None  # (device, inode) of the index file this writer opened
         self._unreported: tuple[int, int, str] | None = None  # batches, spans, cause: failed since the last success
 
     # ------------------------------------------------------------------------------------ setup
@@ -277,6 +284,7 @@ class LocalStore(StoreReader):
 
     def _prepare(self, db: sqlite3.Connection) -> None:
         db.execute("PRAGMA journal_mode=WAL")
+        self._index_id = _file_id(self.path / INDEX)
         db.execute(f"PRAGMA synchronous={'FULL' if self.durable else 'NORMAL'}")
         # Every trace adds an entry at a random place of the index by trace id, so each batch changes pages all
         # over it: fewer checkpoints copy a page that several batches changed once.
@@ -332,12 +340,29 @@ class LocalStore(StoreReader):
         self._segment_pid = pid
         return self._fd
 
+    def _intact(self) -> bool:
+        """Whether the store this writer has open is still at its path: the manifest is there, and the index file
+        is the one it opened (not removed, or removed and made again by another writer)."""
+        return os.path.lexists(self.path / MANIFEST) and (
+            self._index_id is None or _file_id(self.path / INDEX) == self._index_id
+        )
+
+    def _segment_removed(self) -> bool:
+        """Whether the open segment was unlinked (its lines can no longer be read)."""
+        if self._fd is None or self._segment_pid != os.getpid():
+            return False
+        try:
+            return os.fstat(self._fd).st_nlink == 0
+        except OSError:
+            return True
+
     def _start_over(self) -> None:
         """The store directory was removed while this writer had it open (``rm -rf .chronicle``, a cleanup job):
         writing on through the open files would lose every later span with nothing said. Close them; the next
-        write creates a new store at the path."""
+        write creates a new store at the path. The compression dictionary is kept: lines the exporter already
+        compressed with it are written to the new store, and its file with them."""
         self._close_segment()
-        self._compression = None
+        self._index_id = None
         super().close()
         logger.warning(
             "chronicle_otel: the store %s was removed while recording; a new store is started there (what it held is "
@@ -400,7 +425,7 @@ class LocalStore(StoreReader):
             return
         with self._lock:
             try:
-                self._write(records, payloads)
+                self._write_checked(records, payloads)
             except Exception as exc:
                 spans = sum(rec.span_count for rec in records)
                 self.failed_batches += 1
@@ -412,8 +437,39 @@ class LocalStore(StoreReader):
                 self._report_recovery()
             self._unreported = None
 
+    def _write_checked(self, records: list[TraceRecord], payloads: list[tuple[str, bytes]]) -> None:
+        """:meth:`_write`, then make sure what it wrote is still in the store: a store removed meanwhile (an
+        ``rm -rf`` racing the writer) took the batch with it, which is then written once more in a new store.
+
+        Raises:
+            StoreError: the batch went with a removed store or segment twice, or its segment was removed.
+        """
+        self._write(records, payloads)
+        if not records:
+            return
+        if self._intact() and not self._segment_removed():
+            saved = True
+            try:
+                self._compressor().save_dictionary()  # the lines need it: was dicts/ removed meanwhile?
+            except OSError:
+                saved = False
+            if not saved:  # raised here, not from the OSError: the batch is in the index, it is not split again
+                raise StoreError("the compression dictionary the batch's lines need cannot be written", self.path)
+            return
+        if self._intact():  # the segment alone was removed: the index points at lines that are gone
+            self._close_segment()
+            raise StoreError(
+                "the span segment was removed while it was written; the spans of the batch are lost",
+                self.path / self._segment_rel,
+            )
+        self._start_over()
+        self._write(records, payloads)
+        if not self._intact() or self._segment_removed():
+            self._close_segment()
+            raise StoreError("the store was removed while spans were written to it, twice; they are lost", self.path)
+
     def _write(self, records: list[TraceRecord], payloads: list[tuple[str, bytes]]) -> None:
-        if self._db is not None and not os.path.lexists(self.path / MANIFEST):
+        if self._db is not None and not self._intact():
             self._start_over()
         db = self._connect(create=True)
         assert db is not None
@@ -430,7 +486,9 @@ class LocalStore(StoreReader):
                 # The real end of file: bytes a crash left behind are skipped, never indexed.
                 offset = appended_at = os.fstat(fd).st_size
                 segment = self._segment_rel
-                frames = self._compressor().lines([rec.line for rec in records])  # those not encoded yet
+                compressor = self._compressor()
+                frames = compressor.lines([rec.line for rec in records])  # those not encoded yet
+                compressor.save_dictionary()  # a store started again: the dictionary's file before lines that need it
                 for rec, frame in zip(records, frames):  # noqa: B905 - one frame per line
                     size = len(frame)
                     rows.append((rec.trace_id, segment, offset, size))
@@ -634,6 +692,15 @@ def _trace_row(rec: TraceRecord, now: int) -> tuple[Any, ...]:
         now,
         rec.replay_of,
     )
+
+
+def _file_id(path: os.PathLike[str]) -> tuple[int, int] | None:
+    """(device, inode) of the file at ``path``; None when there is none."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino
 
 
 def _write_all(fd: int, data: bytes) -> None:
