@@ -84,6 +84,10 @@ class PayloadOptions:
     """Requests in flight at once. Default: 16."""
     max_backoff: float = 30.0
     """Longest wait, in seconds, between retries while the store fails."""
+    max_delay: float = 2.0
+    """Seconds a write to the store may go unanswered before the payloads it carries, and those handed over
+    meanwhile, are written to the spool as well (while the store is known to fail, payloads go there as they are
+    handed over): with the 0.5 s between writes, about what a ``kill -9`` can lose when the store stops answering."""
     store: Any = None
     """Your own payload store (an object with ``put_payloads``, see :class:`chronicle_otel.store.PayloadStore`),
     used instead of ``url``."""

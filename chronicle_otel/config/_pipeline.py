@@ -402,6 +402,7 @@ def _uploader(
         spool_bytes=settings.spool_bytes,
         buffer_bytes=settings.buffer_bytes,
         max_backoff=settings.max_backoff,
+        max_delay=settings.max_delay,
     )
 
 

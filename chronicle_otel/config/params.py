@@ -633,6 +633,8 @@ class PayloadFields(Protocol):
     def concurrency(self) -> int | None: ...
     @property
     def max_backoff(self) -> float: ...
+    @property
+    def max_delay(self) -> float: ...
 
 
 @dataclass(frozen=True)
@@ -647,6 +649,7 @@ class PayloadSettings:
     buffer_bytes: int
     concurrency: int
     max_backoff: float
+    max_delay: float = 2.0
 
     @property
     def remote(self) -> bool:
@@ -656,9 +659,10 @@ class PayloadSettings:
 
 def resolve_payloads(options: PayloadFields, *, environ: Mapping[str, str] | None = None) -> PayloadSettings:
     """Resolve the payload-store settings of ``options`` through :data:`PARAMS`."""
-    backoff = options.max_backoff
-    if isinstance(backoff, bool) or not isinstance(backoff, (int, float)) or not backoff > 0:
-        raise ConfigError("PayloadOptions.max_backoff", backoff, "a number of seconds > 0")
+    backoff, delay = options.max_backoff, options.max_delay
+    for name, value in (("PayloadOptions.max_backoff", backoff), ("PayloadOptions.max_delay", delay)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+            raise ConfigError(name, value, "a number of seconds > 0")
     return PayloadSettings(
         url=resolve(PAYLOADS_URL, options.url, environ=environ),
         upload_all=resolve(PAYLOADS_UPLOAD, options.upload, environ=environ) == "all",
@@ -668,6 +672,7 @@ def resolve_payloads(options: PayloadFields, *, environ: Mapping[str, str] | Non
         buffer_bytes=resolve(PAYLOADS_BUFFER_BYTES, options.buffer_bytes, environ=environ),
         concurrency=resolve(PAYLOADS_CONCURRENCY, options.concurrency, environ=environ),
         max_backoff=float(backoff),
+        max_delay=float(delay),
     )
 
 

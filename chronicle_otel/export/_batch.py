@@ -16,7 +16,8 @@ shutdown waits for the exporter as long as the exporter retries (30 s and more w
   stuck on a dead endpoint never holds the process.
 
 Counters (:class:`BatchStats`): accepted, exported, dropped (queue full), failed (the exporter said FAILURE or
-raised), undelivered (left at shutdown).
+raised; of a batch the local store kept in part, on a full volume, only the spans it had no room for), undelivered
+(left at shutdown).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from .._internal.compat import shed_empty_containers
 from .._internal.errors import handle_internal_errors, warn_once
+from ._exporter import ChronicleExporter
 
 _log = logging.getLogger("chronicle_otel")
 
@@ -58,7 +60,8 @@ class BatchStats:
         accepted: ended spans queued for export.
         exported: spans the exporter took (SUCCESS).
         dropped: spans dropped because the queue was full.
-        failed: spans of batches the exporter refused (FAILURE) or raised on.
+        failed: spans of batches the exporter refused (FAILURE) or raised on; of a batch the local store kept in part (a
+            full volume), the spans it had no room for.
         undelivered: spans still queued or in flight when shutdown ran out of time.
         queued: spans waiting now.
         blocked_seconds: time the application waited for room in the queue (``on_full="block"``).
@@ -233,15 +236,17 @@ class BatchProcessor(SpanProcessor):
     def _export(self, batch: Sequence[ReadableSpan]) -> None:
         if self._abandoned:  # shutdown gave up on this exporter: these spans are counted as undelivered
             return
-        result = SpanExportResult.FAILURE
+        failed = len(batch)
+        exporter = self.exporter
         with handle_internal_errors(f"exporting spans to the {self.name}", external=True):
-            result = self.exporter.export(batch)
+            if isinstance(exporter, ChronicleExporter):  # a batch stored in part (a full volume): what was not stored
+                failed = min(len(batch), max(0, exporter._export_counted(batch)))
+            elif exporter.export(batch) is SpanExportResult.SUCCESS:
+                failed = 0
         if self._abandoned:
             return
-        if result is SpanExportResult.SUCCESS:
-            self._exported += len(batch)
-        else:
-            self._failed += len(batch)
+        self._exported += len(batch) - failed
+        self._failed += failed
 
     # ------------------------------------------------------------------------------------ flush and shutdown
 

@@ -146,47 +146,50 @@ class ChronicleExporter(SpanExporter):
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         """Write ``spans`` to the store (and forward them); never raises."""
+        return SpanExportResult.SUCCESS if self._export_counted(spans) == 0 else SpanExportResult.FAILURE
+
+    def _export_counted(self, spans: Sequence[ReadableSpan]) -> int:
+        """:meth:`export`, telling how many of ``spans`` did not reach every destination: none, those of the traces a
+        full volume had no room for (the others are stored), or all of them."""
         if self._shutdown:
             warn_once("exporter-shutdown", "chronicle_otel: ChronicleExporter.export() called after shutdown; ignored")
-            return SpanExportResult.FAILURE
-        written = False
+            return len(spans)
+        lost = len(spans)
         with handle_internal_errors("writing spans to %s", self.store.path), self._lock:
             try:
-                self._write(spans)
+                lost = self._write(spans)
             except Exception as exc:
                 if not self.store.report_write_failure(exc):  # disk full, read-only, ...: named once per cause
                     raise
-            else:
-                written = True
         if self.forward_to is None:
-            return SpanExportResult.SUCCESS if written else SpanExportResult.FAILURE
+            return lost
         forwarded = False
         with handle_internal_errors("forwarding spans with %s", type(self.forward_to).__name__, external=True):
             forwarded = self.forward_to.export(spans) is SpanExportResult.SUCCESS
-        return SpanExportResult.SUCCESS if written and forwarded else SpanExportResult.FAILURE
+        return lost if forwarded else len(spans)
 
-    def _write(self, spans: Sequence[ReadableSpan]) -> None:
+    def _write(self, spans: Sequence[ReadableSpan]) -> int:
+        """Write ``spans``; how many of them a full volume had no room for."""
         if self.keep != "all":
-            self._write_kept(spans)
-            return
-        by_trace: dict[int, list[ReadableSpan]] = {}
-        payloads: Payloads = []
+            return self._write_kept(spans)
+        by_trace: dict[int, tuple[list[ReadableSpan], Payloads]] = {}
         take = self._taker()
         for span in spans:
             ctx = span.context
             if ctx is None:
                 continue
-            items = by_trace.get(ctx.trace_id)
-            if items is None:
-                by_trace[ctx.trace_id] = [span]
-            else:
-                items.append(span)
+            entry = by_trace.get(ctx.trace_id)
+            if entry is None:
+                entry = by_trace[ctx.trace_id] = ([], [])
+            entry[0].append(span)
             if take is not None:
-                payloads.extend(take(ctx.span_id))
+                entry[1].extend(take(ctx.span_id))
         lines = _Lines(self.store)
-        for trace_id, items in by_trace.items():
-            lines.add(self._record(trace_id, items, [plain_attributes(span.attributes) for span in items]))
-        self.store.write_batch(lines.encoded(), payloads)
+        for trace_id, (items, payloads) in by_trace.items():
+            record = self._record(trace_id, items, [plain_attributes(span.attributes) for span in items])
+            record.payloads = payloads
+            lines.add(record, len(items))
+        return lines.write()
 
     def _taker(self) -> Any:
         """``payload_buffer.take``, or None when the buffer is empty: nothing of this batch is in it then (a boundary
@@ -195,8 +198,9 @@ class ChronicleExporter(SpanExporter):
 
     # ------------------------------------------------------------------------------------ keep="boundaries"
 
-    def _write_kept(self, spans: Sequence[ReadableSpan]) -> None:
-        """Write the spans of traces with a boundary; hold or drop the others."""
+    def _write_kept(self, spans: Sequence[ReadableSpan]) -> int:
+        """Write the spans of traces with a boundary; hold or drop the others. Returns how many of ``spans`` a full
+        volume had no room for."""
         by_trace: dict[int, list[tuple[ReadableSpan, int, Attributes]]] = {}
         for span in spans:
             ctx = span.context
@@ -210,17 +214,19 @@ class ChronicleExporter(SpanExporter):
         now = time.monotonic()
         self._expire(now - self.hold_seconds)
         take = self._taker() or _take_nothing
-        payloads: Payloads = []
         lines = _Lines(self.store)
         kept = self._kept
         for trace_id, items in by_trace.items():
             if trace_id in kept or _has_boundary(items):
+                payloads: Payloads = []
                 written, written_attrs = self._release(trace_id, payloads, items)
                 for span, span_id, attrs in items:
                     written.append(span)
                     written_attrs.append(attrs)
                     payloads.extend(take(span_id))
-                lines.add(self._record(trace_id, written, written_attrs))
+                record = self._record(trace_id, written, written_attrs)
+                record.payloads = payloads
+                lines.add(record, len(items))
                 continue
             roots = []
             for span, span_id, _ in items:
@@ -234,8 +240,7 @@ class ChronicleExporter(SpanExporter):
                 self.filtered_traces += 1
                 self._drop_below(trace_id, span_id)
                 self._evicted.pop(trace_id, None)  # no boundary: what was evicted of it is not lost
-        if lines.records or payloads:
-            self.store.write_batch(lines.encoded(), payloads)
+        return lines.write()
 
     def _release(
         self, trace_id: int, payloads: Payloads, items: list[tuple[ReadableSpan, int, Attributes]]
@@ -442,16 +447,20 @@ class _Lines:
     are added (:data:`_ENCODE_BYTES` or :data:`_ENCODE_LINES`): the raw lines of a whole batch (megabytes) never pile
     up, the memory one chunk frees is reused by the next, and each chunk is one call (one release of the lock)."""
 
-    __slots__ = ("_done", "_encode", "_pending", "records")
+    __slots__ = ("_done", "_encode", "_fresh", "_pending", "_store", "records")
 
     def __init__(self, store: LocalStore) -> None:
         self.records: list[TraceRecord] = []
+        self._store = store
         self._encode = store.encode_lines
+        self._fresh: dict[int, int] = {}  # id(record) -> spans of the export batch in it (not held from earlier)
         self._done = 0  # records whose lines are encoded
         self._pending = 0  # raw bytes of the others
 
-    def add(self, record: TraceRecord) -> None:
+    def add(self, record: TraceRecord, fresh: int) -> None:
+        """Add ``record``, which holds ``fresh`` spans of the export batch (and maybe spans held from earlier ones)."""
         self.records.append(record)
+        self._fresh[id(record)] = fresh
         self._pending += len(record.line)
         if self._pending >= _ENCODE_BYTES or len(self.records) - self._done >= _ENCODE_LINES:
             self.encoded()
@@ -465,6 +474,13 @@ class _Lines:
         self._done = len(self.records)
         self._pending = 0
         return self.records
+
+    def write(self) -> int:
+        """Write the records to the store; how many spans of the export batch are in those it had no room for."""
+        if not self.records:
+            return 0
+        unstored = self._store.write_batch(self.encoded()) or ()  # a subclass's write_batch may return nothing
+        return sum(self._fresh.get(id(record), 0) for record in unstored)
 
 
 def _take_nothing(span_id: int) -> Payloads:

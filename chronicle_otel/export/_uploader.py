@@ -1,11 +1,20 @@
 """Payloads to a shared payload store (object storage), off the call path, with a bounded local spool.
 
 A boundary call hands the payloads cut on its span to :meth:`PayloadUploader.put`: an append to an
-in-memory queue, no I/O. One background thread takes them in batches and writes each batch with the
-store's concurrent ``put_payloads`` (objects already stored are not sent again). When the store fails
-(down, unreachable, credentials refused), the failed payloads go to a bounded spool directory on local
-disk, the uploader backs off (doubling up to ``max_backoff``) and every later batch goes straight to the
-spool until a retry succeeds; then the spool drains. A spool left by an earlier process drains too.
+in-memory queue, no I/O. One background thread takes them in batches (at least every ``interval``) and writes
+each batch with the store's concurrent ``put_payloads`` (objects already stored are not sent again). When the
+store fails (down, unreachable, credentials refused), the failed payloads go to a bounded spool directory on
+local disk, the uploader backs off (doubling up to ``max_backoff``) and every later payload goes to the spool
+as soon as it is handed over; a retry drains the spool, and once one succeeds the spool drains whole. A spool
+left by an earlier process drains too.
+
+What a ``kill -9`` can lose is bounded like the spans' window: a payload waits in memory at most ``interval``
+before it is written, and a write the store has not answered within ``max_delay`` (a store that hangs, or is
+down and not yet known to be) is written to the spool as well, with every payload handed over meanwhile, while
+the write goes on (each request runs on a thread of its own). ``max_delay`` (2 s) leaves room for a batch of
+256 objects to a distant store (16 at a time, ~50 ms each); a store that is slower than that every time gets
+every payload written to the spool too. Payloads that reach both are stored once: they are content addressed,
+and the spool's copy is removed once the write succeeds.
 
 Nothing is lost silently: every payload is counted as uploaded, already stored, spooled or dropped
 (memory queue full, spool full, uploader shut down), each cause is logged once, and shutdown logs what
@@ -21,7 +30,7 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -35,6 +44,8 @@ Payload = tuple[str, bytes]
 
 DEFAULT_SPOOL_BYTES = 1024 * 1024 * 1024
 DEFAULT_BATCH_BYTES = 32 * 1024 * 1024
+DEFAULT_MAX_DELAY = 2.0
+"""Seconds a write to the payload store may go unanswered before its payloads are written to the spool too."""
 _HEX = frozenset("0123456789abcdef")
 
 
@@ -226,6 +237,8 @@ class PayloadUploader:
         interval: seconds between writes when the queue is not full enough for a batch.
         max_backoff: the longest wait, in seconds, between retries while the store fails.
         shutdown_timeout: seconds :meth:`shutdown` waits for the queue to reach the store before spooling it.
+        max_delay: seconds a write may go unanswered before its payloads, and those queued meanwhile, are written
+            to the spool as well.
     """
 
     def __init__(
@@ -239,6 +252,7 @@ class PayloadUploader:
         interval: float = 0.5,
         max_backoff: float = 30.0,
         shutdown_timeout: float = 10.0,
+        max_delay: float = DEFAULT_MAX_DELAY,
     ) -> None:
         self.store = store
         self.spool = Spool(spool, spool_bytes) if spool is not None else None
@@ -247,6 +261,12 @@ class PayloadUploader:
         self.interval = interval
         self.max_backoff = max_backoff
         self.shutdown_timeout = shutdown_timeout
+        self.max_delay = max(0.001, max_delay)
+        self._overdue = False  # a write has gone unanswered for max_delay: what is handed over goes to the spool
+        self._request: _Request | None = None  # the call to the store running now
+        self._spool_lock = threading.Lock()  # one writer of the spool: the thread, or shutdown once it gives up
+        self._abandoned = False  # shutdown gave up on the thread and spooled what was left
+        self._spool_by: float | None = None  # at shutdown: when an unanswered write goes to the spool at the latest
         self._queue: deque[Payload] = deque()
         self._queued_bytes = 0
         self._lock = threading.Lock()
@@ -290,6 +310,9 @@ class PayloadUploader:
         self._queue.clear()
         self._queued_bytes = 0
         self._in_flight = []
+        self._overdue = False  # the parent's request is not the child's
+        self._request = None
+        self._spool_lock = threading.Lock()
         if not self._closed:
             self._start_thread()
 
@@ -314,8 +337,8 @@ class PayloadUploader:
                     continue
                 self._queue.append((digest, data))
                 self._queued_bytes += len(data)
-            if len(self._queue) >= self.batch_size:
-                self._wake.set()
+            if len(self._queue) >= self.batch_size or self._overdue or (self._down_until and self.spool is not None):
+                self._wake.set()  # a full batch; or the store fails: to the spool now
 
     # ------------------------------------------------------------------------------------ worker
 
@@ -335,10 +358,10 @@ class PayloadUploader:
     def _run(self) -> None:
         check = getattr(self.store, "check", None)
         if callable(check):  # the bucket and the credentials, once: a misconfiguration is reported at start
-            try:
-                check()
-            except Exception as exc:
-                self._failed(exc)
+            request = self._request = _Request(check, self._wake)
+            self._await(request, in_flight=False)
+            if request.error is not None:
+                self._failed(request.error)
         while True:
             stopping = self._stopping
             if not stopping:
@@ -360,8 +383,10 @@ class PayloadUploader:
             batch = self._take()
             if not batch:
                 break
-            if self._is_down() and not self._due():
-                self._spool(batch)  # no request while backing off: the exit stays fast when the store is down
+            if self._is_down() and (not self._due() or (self.spool is not None and self.spool.has_more())):
+                # No request while backing off (the exit stays fast when the store is down); with a spool, a retry
+                # drains it, so what waits is on local disk before the retry is made.
+                self._spool(batch)
             else:
                 self._write(batch, drained=False)
             with self._lock:
@@ -382,15 +407,63 @@ class PayloadUploader:
     def _due(self) -> bool:
         return time.monotonic() >= self._down_until
 
+    def _await(self, request: _Request, *, in_flight: bool) -> bool:
+        """Wait for ``request``. Once it has gone unanswered for :attr:`max_delay` (or half the shutdown timeout at
+        exit), write the batch in flight (with ``in_flight``) to the spool; from then on, and all along while the
+        store is known to fail, write every payload handed over to the spool as it comes, until the request ends
+        (it may take the store's whole timeout). Returns when it ends, or at exit once that is done. True when the
+        batch in flight was spooled."""
+        started = time.monotonic()
+        deadline = started + self.max_delay
+        spooled = False
+        while not request.done.is_set() and not self._abandoned:
+            now = time.monotonic()
+            due = deadline if self._spool_by is None else min(deadline, self._spool_by)
+            if self.spool is not None:  # without a spool the request's own timeouts bound the wait
+                if now >= due and not self._overdue:
+                    self._overdue = True
+                    warn_once(
+                        "payload-store-slow",
+                        "chronicle_otel: the payload store %s has not answered within %.1fs; the payloads written to "
+                        "it go to the spool %s as well until it answers",
+                        self._store_name(),
+                        now - started,
+                        self.spool.path,
+                    )
+                if now >= due and in_flight and not spooled:
+                    self._spool(self._in_flight, in_flight=True)
+                    spooled = True
+                if self._overdue or self._is_down():
+                    self._spool(None)  # what was handed over meanwhile
+                if self._stopping and now >= due:
+                    # Exit: what the request carries is on local disk; what is left goes there too, without a request.
+                    self._down_until = self._down_until or time.monotonic() + self.max_backoff
+                    break
+            self._wake.wait(due - now if now < due else self.max_delay)
+            self._wake.clear()  # the request's end sets it too: seen by the loop's test
+        self._overdue = False
+        self._wake.clear()  # the request's end: a full batch or a failing store sets it again
+        with self._lock:
+            if len(self._queue) >= self.batch_size or (self._down_until and self.spool is not None):
+                self._wake.set()
+        return spooled
+
     def _write(self, batch: list[Payload], *, drained: bool) -> bool:
-        """Write ``batch``; what fails is spooled (or stays spooled). True when everything was written."""
+        """Write ``batch``; what fails is spooled (or stays spooled). True when everything was written.
+
+        ``drained``: the batch comes from the spool (or went there while the store did not answer): what is
+        written leaves it, what fails stays.
+        """
+        request = self._request = _Request(lambda: self.store.put_payloads(batch), self._wake)
+        if self._await(request, in_flight=not drained):
+            drained = True
+        if not request.done.is_set():
+            return False  # shutting down; the batch waits in the spool
         failed: list[Payload] = []
-        error: BaseException | None = None
-        report: Any = None
-        try:
-            report = self.store.put_payloads(batch)
-        except Exception as exc:
-            failed, error = batch, exc
+        error = request.error
+        report = request.result
+        if error is not None:
+            failed = batch
         if error is None:
             failures = getattr(report, "failed", None) or []
             failed = [(digest, data) for digest, data, _ in failures]
@@ -435,7 +508,23 @@ class PayloadUploader:
                 self.spool.path if self.spool else "(none: they are dropped)",
             )
 
-    def _spool(self, batch: list[Payload]) -> None:
+    def _spool(self, batch: list[Payload] | None, *, in_flight: bool = False) -> None:
+        """Write ``batch`` (None: everything queued now) to the spool, unless shutdown did (it gave up on this
+        thread). ``in_flight``: ``batch`` is the batch in flight, which is no longer waiting in memory after this."""
+        with self._spool_lock:
+            if self._abandoned:
+                return
+            if batch is None:
+                with self._lock:
+                    batch = list(self._queue)
+                    self._queue.clear()
+                    self._queued_bytes = 0
+            self._spool_now(batch)
+            if in_flight:
+                with self._lock:
+                    self._in_flight = []
+
+    def _spool_now(self, batch: list[Payload]) -> None:
         if not batch:
             return
         if self.spool is None:
@@ -504,20 +593,29 @@ class PayloadUploader:
                 return
             self._closed = True
         timeout = self.shutdown_timeout if timeout is None else timeout
+        self._spool_by = time.monotonic() + timeout / 2  # a write unanswered by then: to the spool, in time
         self._stopping = True
         self._wake.set()
         thread = self._thread
         if thread is not None:
             thread.join(timeout)
         if thread is not None and thread.is_alive():
-            # The store hangs: keep what is queued or in flight on local disk (uploading it twice is harmless).
-            with self._lock:
-                left = list(self._in_flight) + list(self._queue)
-                self._queue.clear()
-                self._queued_bytes = 0
-            self._spool(left)
+            # The store (or the spool) hangs: keep what is queued or in flight on local disk (uploading it twice is
+            # harmless); the thread, should it go on, leaves the spool alone.
+            with self._spool_lock:
+                self._abandoned = True
+                with self._lock:
+                    left = list(self._in_flight) + list(self._queue)
+                    self._queue.clear()
+                    self._queued_bytes = 0
+                self._spool_now(left)
+        request = self._request
         closer = getattr(self.store, "close", None)
-        if callable(closer) and (thread is None or not thread.is_alive()):
+        if (
+            callable(closer)
+            and (thread is None or not thread.is_alive())
+            and (request is None or request.done.is_set())  # never under a request that still uses it
+        ):
             with contextlib.suppress(Exception):
                 closer()
         stats = self.stats()
@@ -539,3 +637,28 @@ class PayloadUploader:
                 stats.dropped,
                 waiting,
             )
+
+
+class _Request:
+    """One call to the payload store on a thread of its own, so that the uploader can spool what waits meanwhile.
+
+    A request that never ends (a store that hangs past its own timeouts) leaves only a daemon thread behind.
+    """
+
+    __slots__ = ("done", "error", "result")
+
+    def __init__(self, call: Callable[[], Any], wake: threading.Event) -> None:
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self.done = threading.Event()
+
+        def run() -> None:
+            try:
+                self.result = call()
+            except Exception as exc:
+                self.error = exc
+            finally:
+                self.done.set()
+                wake.set()
+
+        threading.Thread(target=run, name="chronicle-payload-request", daemon=True).start()

@@ -11,6 +11,9 @@ about a third of the raw payload bytes.
   percent of level 3's size; level 3 before). With the dictionary, the lines of a chunk are compressed in one call
   (one release of the interpreter lock instead of one per line); each is still its own frame. A payload (the whole
   value cut on a span) is one frame, without a dictionary.
+- A store removed and started again while the writer runs gets the dictionary's file again before the first line
+  that needs it (:meth:`LineCompressor.save_dictionary`): the writer keeps its dictionary, and lines already
+  compressed with it are written to the new store.
 - A frame names the dictionary it needs by id; the reader loads ``dicts/<id>.zdict`` then. Lines and payloads
   written before compression (JSON, which never starts with the zstd magic number) read as they are.
 - The store is untrusted input: a frame must declare its size, within the line or payload limit, before anything
@@ -64,6 +67,7 @@ class LineCompressor:
         self.root = root
         self._plain = _zstd.ZstdCompressor(level=LEVEL) if _zstd is not None and enabled else None
         self._with_dict: Any = None
+        self._dict: Any = None  # the dictionary of _with_dict
         self._samples: list[bytes] = []
         self._sampled = 0
         self._failures = 0
@@ -128,13 +132,40 @@ class LineCompressor:
         except _zstd.ZstdError:  # too few or too alike samples: try again with the next ones
             self._failures += 1
             return
+        self._save(trained)
+        self._use(trained)
+
+    @property
+    def dict_id(self) -> int:
+        """The id of the dictionary lines are compressed with; 0 while there is none."""
+        return int(self._dict.dict_id()) if self._dict is not None else 0
+
+    def save_dictionary(self) -> bool:
+        """Write the dictionary's file into the store again when it is not there (the store, or its ``dicts/``, was
+        removed while this writer ran): a frame made with it must never be written to a store without it.
+
+        Returns:
+            True when the file was written now.
+
+        Raises:
+            OSError: the file cannot be written (the batch that needs it is not written either).
+        """
+        if self._dict is None:
+            return False
+        dict_id = self._dict.dict_id()
+        if (self.root / DICTS / f"{dict_id}.zdict").exists():
+            return False
+        self._save(self._dict)
+        return True
+
+    def _save(self, dictionary: Any) -> None:
+        """Write ``dictionary`` as ``dicts/<id>.zdict`` whole (a temporary name, then a rename)."""
         folder = self.root / DICTS
         folder.mkdir(exist_ok=True)
-        final = folder / f"{trained.dict_id()}.zdict"
-        tmp = folder / f".{trained.dict_id()}.{os.getpid()}.tmp"
-        tmp.write_bytes(trained.as_bytes())
-        os.replace(tmp, final)
-        self._use(trained)
+        dict_id = dictionary.dict_id()
+        tmp = folder / f".{dict_id}.{os.getpid()}.tmp"
+        tmp.write_bytes(dictionary.as_bytes())
+        os.replace(tmp, folder / f"{dict_id}.zdict")
 
     def _load_newest(self) -> None:
         """Use the dictionary another writer of this store trained last, if any."""
@@ -157,6 +188,7 @@ class LineCompressor:
         assert _zstd is not None
         dictionary.precompute_compress(level=LINE_LEVEL)
         self._with_dict = _zstd.ZstdCompressor(dict_data=dictionary, level=LINE_LEVEL)
+        self._dict = dictionary
 
 
 def _mtime(path: Path) -> float:

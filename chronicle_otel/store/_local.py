@@ -20,10 +20,23 @@ arrival order, so the lines of new traces go in at the end of that index). The w
 4,000 pages (a page several batches changed is copied once). The exporter may hand lines in already compressed
 (:meth:`LocalStore.encode_lines`); they are appended as they are.
 
+A full volume (ENOSPC, EDQUOT, EFBIG, SQLITE_FULL) fails a batch as a whole only when not even one trace of it
+fits: the index's write-ahead log is checkpointed and cut back, then the batch is split, halves, then quarters, down
+to one trace with its payloads, and each part is written as above. What fits is stored; the rest is lost and
+counted, trace by trace. Below 64 MiB of free space a batch is written in parts of about 1/16 of it, and the log is
+checkpointed and cut back after each: the index pages of a part are in the log and, once checkpointed, in the index
+file, and a log that cannot be checkpointed for lack of room keeps its room for good.
+
+A store removed while the writer runs (``rm -rf .chronicle``, a cleanup job) is started again at its path: before a
+batch the writer checks that the manifest, its index file and the compression dictionary its lines need are there
+(re-writing the dictionary's file), and after the ``COMMIT`` that the store and the segment it appended to still are;
+a batch whose store went away meanwhile is written once more in the new store, and counted as failed when that one
+went too. No trace is listed that cannot be read.
+
 Failures are counted on the store (:attr:`LocalStore.failed_batches`, :attr:`LocalStore.failed_spans`); the
-exporter reports them through :meth:`LocalStore.report_write_failure`, once per cause, naming it ("disk full",
-"store is read-only" or the error itself) and the store path, and once more, with the counts, when writing
-works again.
+exporter reports them through :meth:`LocalStore.report_write_failure` (a batch stored in part is reported by the
+store itself), once per cause, naming it ("disk full", "store is read-only" or the error itself) and the store path,
+and once more, with the counts, when writing works again.
 """
 
 from __future__ import annotations
@@ -37,7 +50,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from .._api import publish
@@ -56,6 +69,11 @@ except ImportError:  # pragma: no cover - Windows has no resource module
 _SEGMENT_MAX_BYTES = 64 * 1024 * 1024
 _FORMAT_V1: Final = "chronicle-store/1"
 _CHECKPOINT_PAGES: Final = 4000  # WAL pages between two automatic checkpoints (the default is 1000)
+# Below this much free space on the store's volume, the WAL is checkpointed and cut back to nothing after each batch:
+# otherwise a batch's index pages stay in it until the next checkpoint (4,000 pages, 16 MiB, apart) and its file keeps
+# the size of the largest batch, room that spans need on a small volume; and a full volume leaves no room to
+# checkpoint it then (which grows the index file).
+_TIGHT_BELOW: Final = 64 << 20
 
 _SCHEMA_TEMPLATE = """
 CREATE TABLE IF NOT EXISTS traces (
@@ -201,6 +219,7 @@ class TraceRecord:
     outer_boundary: tuple[str, str, int] | None
     service: str | None
     replay_of: str | None = None  # ``chronicle.replay.of`` of its spans: the trace id a replay reran
+    payloads: list[tuple[str, bytes]] = field(default_factory=list)  # cut on its spans: stored with its line
 
 
 class LocalStore(StoreReader):
@@ -218,8 +237,8 @@ class LocalStore(StoreReader):
         ConfigError: ``$CHRONICLE_STORE_COMPRESS`` is set to something else than a boolean word.
 
     Attributes:
-        failed_batches: calls of :meth:`write_batch` (export batches) that failed; their spans are not stored.
-        failed_spans: spans in those batches.
+        failed_batches: calls of :meth:`write_batch` (export batches) that failed, whole or in part (a full volume).
+        failed_spans: spans of those batches that are not stored.
 
     Example::
 
@@ -247,6 +266,7 @@ class LocalStore(StoreReader):
         self._recoveries = 0
         self._compression: LineCompressor | None = None
         self._by_ref = True  # span lines found by their trace's ref (chronicle-store/2); read from the index
+        self._index_id: tuple[int, int] | None = None  # (device, inode) of the index file this writer opened
         self._unreported: tuple[int, int, str] | None = None  # batches, spans, cause: failed since the last success
 
     # ------------------------------------------------------------------------------------ setup
@@ -277,6 +297,7 @@ class LocalStore(StoreReader):
 
     def _prepare(self, db: sqlite3.Connection) -> None:
         db.execute("PRAGMA journal_mode=WAL")
+        self._index_id = _file_id(self.path / INDEX)
         db.execute(f"PRAGMA synchronous={'FULL' if self.durable else 'NORMAL'}")
         # Every trace adds an entry at a random place of the index by trace id, so each batch changes pages all
         # over it: fewer checkpoints copy a page that several batches changed once.
@@ -332,12 +353,29 @@ class LocalStore(StoreReader):
         self._segment_pid = pid
         return self._fd
 
+    def _intact(self) -> bool:
+        """Whether the store this writer has open is still at its path: the manifest is there, and the index file
+        is the one it opened (not removed, or removed and made again by another writer)."""
+        return os.path.lexists(self.path / MANIFEST) and (
+            self._index_id is None or _file_id(self.path / INDEX) == self._index_id
+        )
+
+    def _segment_removed(self) -> bool:
+        """Whether the open segment was unlinked (its lines can no longer be read)."""
+        if self._fd is None or self._segment_pid != os.getpid():
+            return False
+        try:
+            return os.fstat(self._fd).st_nlink == 0
+        except OSError:
+            return True
+
     def _start_over(self) -> None:
         """The store directory was removed while this writer had it open (``rm -rf .chronicle``, a cleanup job):
         writing on through the open files would lose every later span with nothing said. Close them; the next
-        write creates a new store at the path."""
+        write creates a new store at the path. The compression dictionary is kept: lines the exporter already
+        compressed with it are written to the new store, and its file with them."""
         self._close_segment()
-        self._compression = None
+        self._index_id = None
         super().close()
         logger.warning(
             "chronicle_otel: the store %s was removed while recording; a new store is started there (what it held is "
@@ -387,33 +425,158 @@ class LocalStore(StoreReader):
             except Exception:  # write_batch compresses them again: a failure is reported and counted there
                 return lines
 
-    def write_batch(self, records: Iterable[TraceRecord], payloads: Iterable[tuple[str, bytes]] = ()) -> None:
-        """Append span lines and payloads, then index them in one transaction; all of it or nothing.
+    def write_batch(
+        self, records: Iterable[TraceRecord], payloads: Iterable[tuple[str, bytes]] = ()
+    ) -> list[TraceRecord]:
+        """Append span lines and payloads (``payloads`` and each record's own), then index them in one transaction.
+
+        All of it or nothing, unless the volume is full (ENOSPC, EDQUOT, EFBIG, SQLITE_FULL): then the write-ahead
+        log of the index is cut back and the batch is split (halves, quarters… down to one trace with its payloads),
+        so that what fits is stored. The records that did not fit are returned, counted in :attr:`failed_spans`,
+        and reported here (once per cause, see :meth:`report_write_failure`).
+
+        Returns:
+            The records that are not stored because the volume is full; empty when the whole batch is stored.
 
         Raises:
-            OSError, sqlite3.Error: the batch was not stored (counted in :attr:`failed_batches`); the exporter
+            OSError, sqlite3.Error: nothing of the batch was stored (counted in :attr:`failed_batches`); the exporter
                 reports it with :meth:`report_write_failure`.
         """
         records = list(records)
         payloads = list(payloads)
         if not records and not payloads:
-            return
+            return []
+        units = len(records) + len(payloads)
         with self._lock:
-            try:
-                self._write(records, payloads)
-            except Exception as exc:
-                spans = sum(rec.span_count for rec in records)
-                self.failed_batches += 1
-                self.failed_spans += spans
-                batches, lost, _ = self._unreported or (0, 0, "")
-                self._unreported = (batches + 1, lost + spans, _cause(exc, self.path)[1])
-                raise
+            part = self._part_size(records, payloads)
+            error: BaseException | None = None
+            if part >= units:
+                try:
+                    self._write_checked(records, payloads)
+                except Exception as exc:
+                    if not _full(exc, self.path) or units < 2:
+                        self._count_failure(records, exc)
+                        raise
+                    self._reclaim()
+                    part = (units + 1) // 2
+            if part < units:
+                unstored, stored_any, error = self._write_what_fits(records, payloads, part)
+                if error is not None and not stored_any:  # not one trace (or payload) fitted
+                    self._count_failure(records, error)
+                    raise error
+                if error is not None:
+                    self._count_failure(unstored, error)
+                    self._report(error, partly=(records, unstored))
+                    return unstored
             if self._unreported is not None and self._warned:
                 self._report_recovery()
             self._unreported = None
+            return []
+
+    def _count_failure(self, records: list[TraceRecord], exc: BaseException) -> None:
+        spans = sum(rec.span_count for rec in records)
+        self.failed_batches += 1
+        self.failed_spans += spans
+        batches, lost, _ = self._unreported or (0, 0, "")
+        self._unreported = (batches + 1, lost + spans, _cause(exc, self.path)[1])
+
+    def _part_size(self, records: list[TraceRecord], payloads: list[tuple[str, bytes]]) -> int:
+        """How many records (or loose payloads) one transaction takes: all of them, unless the volume has less than
+        64 MiB free. Then a part holds about 1/16 of the free space: the index pages of a committed part stay in the
+        write-ahead log until its checkpoint has grown the index file by as much, and a log that cannot be
+        checkpointed for lack of room would keep its room for good."""
+        units = len(records) + len(payloads)
+        free = _free_bytes(self.path)
+        if free is None or free >= _TIGHT_BELOW or units < 2:
+            return units
+        size = sum(len(rec.line) + sum(len(data) for _, data in rec.payloads) for rec in records)
+        size += sum(len(data) for _, data in payloads) + _INDEX_BYTES * units
+        return max(1, min(units, units * free // 16 // max(size, 1)))
+
+    def _write_what_fits(
+        self, records: list[TraceRecord], payloads: list[tuple[str, bytes]], size: int
+    ) -> tuple[list[TraceRecord], bool, BaseException | None]:
+        """Write a batch in parts of ``size`` records with their payloads (loose payloads one by one); after a part
+        that does not fit, in parts of half its size, down to one. Stops at the first part of one that does not
+        fit, or at another failure.
+
+        Returns:
+            The records not written, whether any part was, and the error that stopped the writing (None when
+            everything was written).
+        """
+        units: list[tuple[TraceRecord | None, list[tuple[str, bytes]]]] = [(rec, []) for rec in records]
+        units += [(None, [payload]) for payload in payloads]
+        at = 0
+        reclaimed = False
+        while at < len(units):
+            part = units[at : at + size]
+            try:
+                self._write_checked(
+                    [rec for rec, _ in part if rec is not None], [p for _, extra in part for p in extra]
+                )
+            except Exception as exc:
+                if size == 1 or not _full(exc, self.path):
+                    return [rec for rec, _ in units[at:] if rec is not None], at > 0, exc
+                if not reclaimed:
+                    self._reclaim()
+                    reclaimed = True
+                size = (size + 1) // 2
+                continue
+            at += size
+        return [], True, None
+
+    def _reclaim(self) -> None:
+        """Give the volume back what the index's write-ahead log holds (best effort: checkpointing it needs room to
+        grow the index file)."""
+        with contextlib.suppress(sqlite3.Error, OSError):
+            db = self._connect(create=False)
+            if db is not None and not db.in_transaction:
+                self._truncate_log(db)
+
+    @staticmethod
+    def _truncate_log(db: sqlite3.Connection) -> None:
+        """Checkpoint the write-ahead log and cut its file to nothing, without waiting for readers (who may hold it:
+        then it stays as it is)."""
+        with contextlib.suppress(sqlite3.Error):
+            db.execute("PRAGMA busy_timeout=0")
+            try:
+                db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            finally:
+                db.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}")
+
+    def _write_checked(self, records: list[TraceRecord], payloads: list[tuple[str, bytes]]) -> None:
+        """:meth:`_write`, then make sure what it wrote is still in the store: a store removed meanwhile (an
+        ``rm -rf`` racing the writer) took the batch with it, which is then written once more in a new store.
+
+        Raises:
+            StoreError: the batch went with a removed store or segment twice, or its segment was removed.
+        """
+        self._write(records, payloads)
+        if not records:
+            return
+        if self._intact() and not self._segment_removed():
+            saved = True
+            try:
+                self._compressor().save_dictionary()  # the lines need it: was dicts/ removed meanwhile?
+            except OSError:
+                saved = False
+            if not saved:  # raised here, not from the OSError: the batch is in the index, it is not split again
+                raise StoreError("the compression dictionary the batch's lines need cannot be written", self.path)
+            return
+        if self._intact():  # the segment alone was removed: the index points at lines that are gone
+            self._close_segment()
+            raise StoreError(
+                "the span segment was removed while it was written; the spans of the batch are lost",
+                self.path / self._segment_rel,
+            )
+        self._start_over()
+        self._write(records, payloads)
+        if not self._intact() or self._segment_removed():
+            self._close_segment()
+            raise StoreError("the store was removed while spans were written to it, twice; they are lost", self.path)
 
     def _write(self, records: list[TraceRecord], payloads: list[tuple[str, bytes]]) -> None:
-        if self._db is not None and not os.path.lexists(self.path / MANIFEST):
+        if self._db is not None and not self._intact():
             self._start_over()
         db = self._connect(create=True)
         assert db is not None
@@ -430,8 +593,13 @@ class LocalStore(StoreReader):
                 # The real end of file: bytes a crash left behind are skipped, never indexed.
                 offset = appended_at = os.fstat(fd).st_size
                 segment = self._segment_rel
-                frames = self._compressor().lines([rec.line for rec in records])  # those not encoded yet
+                compressor = self._compressor()
+                final = compressor.dict_id != 0  # frames made now are the ones to keep (no better dictionary comes)
+                frames = compressor.lines([rec.line for rec in records])  # those not encoded yet
+                compressor.save_dictionary()  # a store started again: the dictionary's file before lines that need it
                 for rec, frame in zip(records, frames):  # noqa: B905 - one frame per line
+                    if final:  # written again in a part of the batch (a full volume): not compressed twice
+                        rec.line = frame
                     size = len(frame)
                     rows.append((rec.trace_id, segment, offset, size))
                     offset += size + 1
@@ -447,14 +615,18 @@ class LocalStore(StoreReader):
             else:
                 _insert(db, _LINES_V1, rows)
                 _insert(db, _TRACES, [_trace_row(rec, now) for rec in records])
-            if payloads:
+            own = [payload for rec in records for payload in rec.payloads]
+            if payloads or own:
                 stored_payload = self._compressor().payload
-                _insert(db, _PAYLOADS, [(h, len(data), stored_payload(data)) for h, data in payloads])
+                _insert(db, _PAYLOADS, [(h, len(data), stored_payload(data)) for h, data in payloads + own])
             committing = True
             db.execute("COMMIT")
         except BaseException as exc:
             self._abort(db, exc, appended_at, committing, rows[0] if rows else None)
             raise
+        free = _free_bytes(self.path)
+        if free is not None and free < _TIGHT_BELOW:  # a small or almost full volume: the log's room is the spans'
+            self._truncate_log(db)
 
     def _abort(
         self,
@@ -509,6 +681,10 @@ class LocalStore(StoreReader):
             True when ``exc`` is a failure of the store's files or index (reported); False for anything else,
             which the caller handles as a bug.
         """
+        return self._report(exc)
+
+    def _report(self, exc: BaseException, partly: tuple[list[TraceRecord], list[TraceRecord]] | None = None) -> bool:
+        """:meth:`report_write_failure`; ``partly``: the records of a batch stored in part, and those not stored."""
         if not _is_store_fault(exc):
             return False
         key, cause = _cause(exc, self.path)
@@ -516,7 +692,23 @@ class LocalStore(StoreReader):
             first = key not in self._warned
             self._warned.add(key)
             batches, spans = self.failed_batches, self.failed_spans
-        if first:
+        if partly is not None:
+            given, lost = (sum(rec.span_count for rec in records) for records in partly)
+            logger.log(
+                logging.WARNING if first else logging.DEBUG,
+                "chronicle_otel: cannot write all spans to the store %s: %s (%s: %s); %d of the %d spans of this "
+                "export are stored, %d are lost (%d span(s) lost so far, counted in LocalStore.failed_spans); your "
+                "code still runs.",
+                self.path,
+                cause,
+                type(exc).__name__,
+                exc,
+                given - lost,
+                given,
+                lost,
+                spans,
+            )
+        elif first:
             detail = "" if key.startswith("other:") else f" ({type(exc).__name__}: {exc})"
             logger.warning(
                 "chronicle_otel: cannot write spans to the store %s: %s%s; the spans of this export are lost, "
@@ -589,6 +781,9 @@ class LocalStore(StoreReader):
     # ------------------------------------------------------------------------------------ reads
 
 
+_BUSY_TIMEOUT_MS: Final = 30_000  # the index connection's (sqlite3.connect(timeout=30))
+_INDEX_BYTES: Final = 512  # about what a trace's rows take in the index and its write-ahead log
+
 _O_BINARY: Final[int] = getattr(os, "O_BINARY", 0)
 _O_CLOEXEC: Final[int] = getattr(os, "O_CLOEXEC", 0)
 _O_NOFOLLOW: Final[int] = getattr(os, "O_NOFOLLOW", 0)
@@ -634,6 +829,38 @@ def _trace_row(rec: TraceRecord, now: int) -> tuple[Any, ...]:
         now,
         rec.replay_of,
     )
+
+
+def _file_id(path: os.PathLike[str]) -> tuple[int, int] | None:
+    """(device, inode) of the file at ``path``; None when there is none."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino
+
+
+def _free_bytes(path: os.PathLike[str]) -> int | None:
+    """Bytes this process may still write on the volume of ``path`` (or of its nearest existing parent: a store not
+    created yet); None when that cannot be told."""
+    where = os.path.abspath(path)
+    while True:
+        try:
+            info = os.statvfs(where)
+        except FileNotFoundError:
+            parent = os.path.dirname(where)
+            if parent == where:
+                return None
+            where = parent
+        except (OSError, AttributeError):  # Windows has no statvfs
+            return None
+        else:
+            return info.f_bavail * info.f_frsize
+
+
+def _full(exc: BaseException, path: os.PathLike[str]) -> bool:
+    """Whether ``exc`` says the volume (or the file size limit) is full: a smaller write may still fit."""
+    return _is_store_fault(exc) and _cause(exc, path)[0] == "full"
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -375,6 +375,52 @@ def test_a_store_down_from_the_start_spools_then_drains_by_itself_when_back(
     assert len(messages(caplog, "is back; draining the spool")) >= 1
 
 
+def test_a_store_that_does_not_answer_gets_its_payloads_spooled_within_max_delay(
+    tmp_path: Path, make_uploader: Callable[..., PayloadUploader], caplog: pytest.LogCaptureFixture
+) -> None:
+    # A kill -9 loses what waits in memory: a write the store does not answer must not keep its payloads, or those
+    # handed over meanwhile, there for the store's whole timeout.
+    spool = tmp_path / "spool"
+    store = FakeStore("hang")
+    in_flight, later = payloads(3, "in-flight"), payloads(4, "later")
+    with caplog.at_level(logging.WARNING, logger="chronicle_otel"):
+        uploader = make_uploader(store, spool=spool, max_delay=0.2)
+        uploader.put(1, in_flight)
+        assert store.entered.wait(WAIT)  # the write hangs from here on
+        wait_until(lambda: set(spool_files(spool)) == {hex_of(d) for d, _ in in_flight}, "the batch in flight spooled")
+        uploader.put(2, later)
+        wait_until(lambda: len(spool_files(spool)) == 7, "what was handed over meanwhile spooled")
+    assert store.objects == {} and not store.release.is_set()  # all of it while the write still hangs
+    stats = uploader.stats()
+    assert (stats.spooled, stats.pending, stats.dropped) == (7, 0, 0)
+    [slow] = messages(caplog, "has not answered within")
+    assert str(spool) in slow
+
+    store.release.set()  # the write ends: its payloads leave the spool, the others drain
+    wait_until(lambda: spool_files(spool) == {} and store.holds(in_flight + later), "the spool drained")
+    assert uploader.force_flush(int(WAIT * 1000))
+    stats = uploader.stats()
+    assert (stats.spooled, stats.drained, stats.dropped, stats.spool_files) == (7, 7, 0, 0)
+    assert balance(stats) == 7
+    assert set(store.writes.values()) == {1}
+
+
+def test_while_the_store_fails_payloads_reach_the_spool_as_they_are_handed_over(
+    tmp_path: Path, make_uploader: Callable[..., PayloadUploader]
+) -> None:
+    spool = tmp_path / "spool"
+    store = FakeStore("raise")
+    uploader = make_uploader(store, spool=spool, interval=60, max_backoff=3600)  # no timed wake-up, no retry
+    uploader.put(1, payloads(2, "first"))
+    assert uploader.force_flush(int(WAIT * 1000))  # the first write fails: the store is known to be down from here on
+    assert uploader._is_down() and len(spool_files(spool)) == 2
+    for i in range(5):
+        uploader.put(10 + i, payloads(1, f"later{i}"))
+        wait_until(lambda n=i: len(spool_files(spool)) == 3 + n, f"payload {i} spooled at once")
+    assert store.calls == 1
+    assert uploader.stats().pending == 0
+
+
 def test_while_backing_off_batches_go_to_the_spool_without_a_request(
     tmp_path: Path, make_uploader: Callable[..., PayloadUploader]
 ) -> None:
@@ -680,7 +726,8 @@ def test_shutdown_with_a_hanging_store_is_bounded_and_spools_what_is_left(
             closer.join(WAIT)
             assert not closer.is_alive(), "shutdown did not return"
 
-        assert uploader._thread is not None and uploader._thread.is_alive()  # still stuck in the store
+        # the write is still stuck in the store, on a thread of its own
+        assert any(t.name == "chronicle-payload-request" and t.is_alive() for t in threading.enumerate())
         assert spool_files(spool) == {hex_of(d): data for d, data in first + rest}
         stats = uploader.stats()
         assert (stats.spooled, stats.dropped) == (8, 0)
@@ -693,6 +740,7 @@ def test_shutdown_with_a_hanging_store_is_bounded_and_spools_what_is_left(
         assert uploader.stats().dropped == 1
     finally:
         store.release.set()
+    assert uploader._thread is not None
     uploader._thread.join(WAIT)
     assert not uploader._thread.is_alive()
 

@@ -374,6 +374,7 @@ def test_a_bad_payload_variable_is_a_config_error_naming_it(
         (42, "payloads"),
         ("s3://UPPER", "payloads"),
         (chronicle.PayloadOptions(max_backoff=0), "max_backoff"),
+        (chronicle.PayloadOptions(max_delay=-1), "max_delay"),
         (chronicle.PayloadOptions(url="s3://bucket", zstd_level=-1), "zstd_level"),
         (chronicle.PayloadOptions(url="s3://bucket", concurrency=0), "concurrency"),
     ],

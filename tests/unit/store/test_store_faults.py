@@ -257,9 +257,9 @@ def test_an_index_that_refuses_writes_gets_no_lines_and_recovers(
 # ------------------------------------------------------------------------------------ index fails after the append
 
 
-def record(i: int) -> TraceRecord:
+def record(i: int, payloads: list[tuple[str, bytes]] | None = None) -> TraceRecord:
     line = json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [{"name": f"s{i}"}]}]}]}).encode()
-    return TraceRecord(f"{i:032x}", line, 1, 0, None, None, None)
+    return TraceRecord(f"{i:032x}", line, 1, 0, None, None, None, payloads=payloads or [])
 
 
 def test_an_index_failure_after_the_append_cuts_the_lines_off_again(
@@ -276,7 +276,7 @@ def test_an_index_failure_after_the_append_cuts_the_lines_off_again(
     blob = os.urandom(256 * 1024)
     for i in range(100):
         with pytest.raises(sqlite3.OperationalError, match="full") as info:
-            store.write_batch([record(100 + i)], [(payload_digest(blob), blob)])
+            store.write_batch([record(100 + i, payloads=[(payload_digest(blob), blob)])])
         assert segment.stat().st_size == size  # the lines of the failed batch are gone
     assert not db.in_transaction
     assert (store.failed_batches, store.failed_spans) == (100, 100)
