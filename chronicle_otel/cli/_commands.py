@@ -13,6 +13,7 @@ import os
 import re
 import sys
 import time
+from pathlib import Path
 from typing import Any, Protocol, TextIO
 
 from ..errors import ChronicleError, ConfigError, TraceNotFoundError
@@ -54,7 +55,17 @@ def _parser() -> argparse.ArgumentParser:
         epilog=_PULL_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("trace_id", help="32 hex digits")
+    p.add_argument("trace_id", nargs="?", help="32 hex digits (or --since: every trace of a window)")
+    p.add_argument(
+        "--since",
+        type=_list.since,
+        metavar="AGE|DATE",
+        help="instead of one trace id: every trace since then (24h, 2026-11-30), each written to -o DIRECTORY/"
+        "<trace id>.jsonl (a backend URL lists them by its search: Jaeger needs ?service=NAME)",
+    )
+    p.add_argument("--failed", action="store_true", help="with --since: only runs whose root failed")
+    p.add_argument("--root", metavar="GLOB", help="with --since: only runs whose root boundary matches")
+    p.add_argument("--limit", type=int, metavar="N", help="with --since: at most N traces (default 1000)")
     p.add_argument(
         "--from",
         dest="source",
@@ -251,6 +262,14 @@ def _gc(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _pull(args: argparse.Namespace, out: TextIO) -> int:
+    if args.since is not None:
+        if args.trace_id is not None:
+            raise ChronicleError("pull takes a trace id or --since (every trace of a window), not both")
+        return _pull_window(args, out)
+    if args.trace_id is None:
+        raise ChronicleError("pull needs a trace id, or --since 24h for every trace of a window")
+    if args.failed or args.root or args.limit:
+        raise ChronicleError("--failed, --root and --limit select traces of a window: give --since")
     backend = "://" in args.source
     with contextlib.ExitStack() as opened:
         payloads = [_open_payloads(p, opened) if isinstance(p, str) else p for p in _payloads(args, opened)]
@@ -305,6 +324,53 @@ def _pull(args: argparse.Namespace, out: TextIO) -> int:
         )
         return EXIT_INCOMPLETE
     return 0
+
+
+def _pull_window(args: argparse.Namespace, out: TextIO) -> int:
+    """``pull --since``: every trace of the window, each written as ``<trace id>.jsonl`` in the ``-o`` directory."""
+    from ..corpus import Corpus, CorpusFilter
+
+    directory = Path(args.output)
+    if directory.exists() and not directory.is_dir():
+        raise ChronicleError(f"-o {_clean(directory)}: with --since, -o names a directory")
+    chosen = CorpusFilter(since_ns=args.since, failed=args.failed, root=args.root, limit=args.limit)
+    with contextlib.ExitStack() as opened:
+        payloads = [_open_payloads(p, opened) if isinstance(p, str) else p for p in _payloads(args, opened)]
+        corpus = Corpus(args.source, chosen, store=payloads or None)
+        opened.callback(corpus.close)
+        entries = corpus.entries()
+        directory.mkdir(parents=True, exist_ok=True)
+        written, incomplete = [], 0
+        for entry in entries:
+            try:
+                trace = corpus.load(entry)
+            except ChronicleError as exc:
+                print(f"chronicle: {entry.trace_id}: not pulled: {_clean(str(exc))}", file=sys.stderr)
+                incomplete += 1
+                continue
+            path = write_trace(trace, directory / f"{trace.trace_id}.jsonl")
+            problems = _problems(trace)
+            incomplete += bool(problems)
+            for problem in problems:
+                print(f"warning: {trace.trace_id}: {_clean(problem['message'])}", file=sys.stderr)
+            written.append(
+                {
+                    "trace": trace.trace_id,
+                    "file": str(path),
+                    "root": entry.root,
+                    "failed": entry.failed,
+                    "complete": not problems,
+                }
+            )
+    if args.json:
+        print(json.dumps({"directory": str(directory), "traces": written, "incomplete": incomplete}), file=out)
+    else:
+        print(
+            f"pulled {len(written)} traces into {_clean(directory)}"
+            + (f" ({incomplete} incomplete)" if incomplete else ""),
+            file=out,
+        )
+    return EXIT_INCOMPLETE if incomplete and not args.allow_incomplete else 0
 
 
 def _fetch(args: argparse.Namespace, payloads: list[PayloadSource]) -> Trace:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import os
+import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
@@ -17,12 +18,16 @@ from typing import Any
 from .. import semconv
 from .._api import publish
 from .._internal.sessions import session_matches
-from ..errors import ConfigError, TraceNotFoundError
-from ..load import load_trace, read_spans
+from ..errors import ChronicleError, ConfigError, TraceLoadError, TraceNotFoundError
+from ..load import load_trace, read_spans, source_for
 from ..model import SpanRecord, Trace
 from ..store.reader import StoreReader, is_store
 
 __all__ = ["Corpus", "CorpusEntry", "CorpusFilter"]
+
+_DAY_NS = 86_400 * 10**9
+_BACKEND_LIMIT = 1000
+"""Most traces listed from a backend when no limit is given."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,7 +95,10 @@ class Corpus:
     """The traces of a source that a filter selects, each loaded when asked for.
 
     Args:
-        source: a chronicle store directory, a trace file, a directory of trace files or a glob pattern of them.
+        source: a chronicle store directory, a trace file, a directory of trace files, a glob pattern of them, or a
+            backend URL (``phoenix+http://…``, ``jaeger+http://…?service=NAME``, ``tempo+http://…``,
+            ``zipkin+http://…``): its traces since ``filter.since_ns`` (by default the last day), at most
+            ``filter.limit`` (by default 1,000), each fetched once per process.
         filter: which traces (default: all).
         store: payload stores to rehydrate cut payloads from (as :func:`~chronicle_otel.load_trace` takes them).
 
@@ -105,6 +113,7 @@ class Corpus:
         self._reader: StoreReader | None = None
         self._spans: dict[str, list[SpanRecord]] | None = None
         self._entries: list[CorpusEntry] | None = None
+        self._errors: dict[str, ChronicleError] = {}
 
     # ------------------------------------------------------------------ listing
 
@@ -123,6 +132,8 @@ class Corpus:
 
     def _keeps(self, entry: CorpusEntry) -> bool:
         f = self.filter
+        if entry.trace_id in self._errors:
+            return True  # fetched in the window, then not loadable: its test says why
         if f.failed and not entry.failed:
             return False
         if f.since_ns is not None and entry.start_ns < f.since_ns:
@@ -143,7 +154,7 @@ class Corpus:
 
     def _list_files(self) -> list[CorpusEntry]:
         spans = self._grouped()
-        entries = []
+        entries = [CorpusEntry(trace_id, "", False, 0) for trace_id in self._errors]
         for trace_id, records in spans.items():
             root = _root_boundary(records)
             if root is None:
@@ -177,6 +188,9 @@ class Corpus:
         if is_store(self.source):
             return load_trace(self._open_store(), entry.trace_id, store=self._payloads())
         records = self._grouped().get(entry.trace_id)
+        error = self._errors.get(entry.trace_id)
+        if error is not None:
+            raise error
         if records is None:
             raise TraceNotFoundError(entry.trace_id, source=self.source)
         return load_trace(_Spans(records, self.source), entry.trace_id, store=self._payloads())
@@ -192,10 +206,27 @@ class Corpus:
     def _grouped(self) -> dict[str, list[SpanRecord]]:
         if self._spans is None:
             grouped: dict[str, list[SpanRecord]] = {}
-            for record in read_spans(self.source):
-                grouped.setdefault(record.trace_id, []).append(record)
+            if "://" in self.source:
+                self._fetch(grouped)
+            else:
+                for record in read_spans(self.source):
+                    grouped.setdefault(record.trace_id, []).append(record)
             self._spans = grouped
         return self._spans
+
+    def _fetch(self, grouped: dict[str, list[SpanRecord]]) -> None:
+        """A backend's traces of the window (``since``, by default the last day), each fetched whole; one that
+        cannot be is kept as its error, which its test shows."""
+        source = source_for(self.source)
+        search = getattr(source, "trace_ids", None)
+        if search is None:
+            raise TraceLoadError("this backend cannot list traces; pull them into files first", source=self.source)
+        since = self.filter.since_ns if self.filter.since_ns is not None else time.time_ns() - _DAY_NS
+        for trace_id in search(since, self.filter.limit or _BACKEND_LIMIT):
+            try:
+                grouped[trace_id] = list(source.spans(trace_id))
+            except ChronicleError as exc:
+                self._errors[trace_id] = exc
 
     def close(self) -> None:
         """Close the store the corpus reads (a later call opens it again)."""

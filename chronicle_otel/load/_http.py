@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import datetime as dt
 import functools
 import re
 import socket
@@ -39,6 +40,8 @@ from ..version import __version__
 from . import _phoenix
 from ._files import spans_of_document
 from ._limits import ENV_VARS, LoadLimits
+
+_TRACE_ID: Final = re.compile(r"[0-9a-f]{32}\Z")
 
 Progress = Callable[[int], None]
 """Called with the number of spans fetched so far."""
@@ -478,6 +481,44 @@ class HttpTraceSource:
                 exc.args = (clean,)
             raise
 
+    def trace_ids(self, since_ns: int, limit: int = 1000) -> list[str]:
+        """The ids of the traces that started at or after ``since_ns`` (ns since the epoch), at most ``limit``, as
+        the backend's search lists them (the most recent first, for most backends).
+
+        Raises:
+            LoadLimitError: an answer takes longer than ``limits.http_timeout`` or is larger than
+                ``limits.max_response_bytes``.
+            TraceLoadError: the backend cannot be reached, answers an error, or cannot list traces this way (the
+                message says what the URL must name, e.g. ``?service=`` for Jaeger).
+        """
+        if not isinstance(limit, int) or limit < 1:
+            raise TraceLoadError(f"limit is {limit!r}", source=self.url, expected="a positive number of traces")
+        try:
+            with _Session(self) as http:
+                ids: list[str] = []
+                for trace_id in self._search(http, max(int(since_ns), 0), limit):
+                    trace_id = trace_id.strip().lower()
+                    if _TRACE_ID.match(trace_id) and trace_id not in ids:
+                        ids.append(trace_id)
+                    if len(ids) >= limit:
+                        break
+                return ids
+        except ChronicleError as exc:
+            text = str(exc)
+            clean = _redacted(text, self._secrets)
+            if clean != text:
+                exc.args = (clean,)
+            raise
+
+    def _search(self, http: _Session, since_ns: int, limit: int) -> Iterator[str]:
+        raise TraceLoadError(f"{type(self).__name__} cannot list traces", source=self.url)
+
+    def _listed(self, http: _Session, url: str) -> Iterator[str]:
+        """The trace ids of the spans of a search answer in one of the documented trace formats."""
+        doc = http.get_json(url)
+        for span in spans_of_document(doc, url):
+            yield span.trace_id
+
     def _fetch(self, http: _Session, trace_id: str, progress: Progress | None) -> Iterator[SpanRecord]:
         raise NotImplementedError
 
@@ -508,6 +549,25 @@ class JaegerSource(HttpTraceSource):
         path = "/api/v3/traces/{trace_id}" if self.url.startswith("jaeger-v3") else "/api/traces/{trace_id}"
         yield from self._document(http, trace_id, path)
 
+    def _search(self, http: _Session, since_ns: int, limit: int) -> Iterator[str]:
+        service = self.query.get("service")
+        if not service:
+            raise TraceLoadError(
+                "Jaeger searches one service at a time: name it in the URL (?service=NAME)", source=self.url
+            )
+        now_us = time.time_ns() // 1000
+        if self.url.startswith("jaeger-v3"):
+            query = {
+                "query.service_name": service,
+                "query.start_time_min": _rfc3339(since_ns),
+                "query.start_time_max": _rfc3339(now_us * 1000),
+                "query.num_traces": str(limit),
+            }
+            yield from self._listed(http, f"{self.base}/api/v3/traces?{urllib.parse.urlencode(query)}")
+            return
+        query = {"service": service, "start": str(since_ns // 1000), "end": str(now_us), "limit": str(limit)}
+        yield from self._listed(http, f"{self.base}/api/traces?{urllib.parse.urlencode(query)}")
+
 
 class TempoSource(HttpTraceSource):
     """Grafana Tempo: ``tempo+http://host:3200`` (API v2, falling back to v1)."""
@@ -517,6 +577,21 @@ class TempoSource(HttpTraceSource):
     def _fetch(self, http: _Session, trace_id: str, progress: Progress | None) -> Iterator[SpanRecord]:
         yield from self._document(http, trace_id, "/api/v2/traces/{trace_id}", "/api/traces/{trace_id}")
 
+    def _search(self, http: _Session, since_ns: int, limit: int) -> Iterator[str]:
+        query = {"start": str(since_ns // 1_000_000_000), "end": str(time.time_ns() // 1_000_000_000 + 1)}
+        query["limit"] = str(limit)
+        if self.query.get("tags"):
+            query["tags"] = self.query["tags"]
+        url = f"{self.base}/api/search?{urllib.parse.urlencode(query)}"
+        doc = http.get_json(url)
+        traces = doc.get("traces") if isinstance(doc, dict) else None
+        if not isinstance(traces, list):
+            raise TraceLoadError("the search answer has no traces list", source=url, expected='{"traces": [...]}')
+        for item in traces:
+            trace_id = item.get("traceID") if isinstance(item, dict) else None
+            if isinstance(trace_id, str):
+                yield trace_id.rjust(32, "0")  # Tempo drops leading zeros
+
 
 class ZipkinSource(HttpTraceSource):
     """Zipkin: ``zipkin+http://host:9411`` (API v2)."""
@@ -525,6 +600,13 @@ class ZipkinSource(HttpTraceSource):
 
     def _fetch(self, http: _Session, trace_id: str, progress: Progress | None) -> Iterator[SpanRecord]:
         yield from self._document(http, trace_id, "/api/v2/trace/{trace_id}")
+
+    def _search(self, http: _Session, since_ns: int, limit: int) -> Iterator[str]:
+        end_ms = time.time_ns() // 1_000_000 + 1
+        query = {"endTs": str(end_ms), "lookback": str(max(end_ms - since_ns // 1_000_000, 1)), "limit": str(limit)}
+        if self.query.get("service"):
+            query["serviceName"] = self.query["service"]
+        yield from self._listed(http, f"{self.base}/api/v2/traces?{urllib.parse.urlencode(query)}")
 
 
 class PhoenixSource(HttpTraceSource):
@@ -592,6 +674,27 @@ class PhoenixSource(HttpTraceSource):
                 return
         raise TraceNotFoundError(trace_id, source=self.url)
 
+    def _search(self, http: _Session, since_ns: int, limit: int) -> Iterator[str]:
+        found = 0
+        for project in self._projects(http):
+            if project in (".", ".."):
+                raise TraceLoadError(f"a project named {project!r} cannot be asked for", source=self.url)
+            path = f"/v1/projects/{urllib.parse.quote(project, safe='')}/spans"
+
+            def page(cursor: str | None, path: str = path) -> str:  # the root spans of the window: one per trace
+                size = str(min(self.page_size, limit))
+                return self._url(path, parent_id="null", start_time=_rfc3339(since_ns), limit=size, cursor=cursor)
+
+            try:
+                for url, data in self._pages(http, page, f"root spans of project {_printable(project, 80)!r}"):
+                    for span in _phoenix.spans(data, source=url) if data else ():
+                        yield span.trace_id
+                        found += 1
+                    if found >= limit:
+                        return
+            except _NotFound:
+                continue
+
     def _url(self, path: str, **params: str | None) -> str:
         query = urllib.parse.urlencode({k: v for k, v in params.items() if v})
         return f"{self.base}{path}?{query}" if query else f"{self.base}{path}"
@@ -626,6 +729,11 @@ class PhoenixSource(HttpTraceSource):
                 )
             seen.add(cursor)
         raise TraceLoadError(f"more than {self.max_pages} pages of {what}; stopped", source=self.url)
+
+
+def _rfc3339(ns: int) -> str:
+    """``ns`` since the epoch as an RFC 3339 UTC time with microseconds."""
+    return dt.datetime.fromtimestamp(ns / 1e9, tz=dt.timezone.utc).isoformat()
 
 
 def _page(doc: Any, url: str) -> tuple[list[dict[str, Any]], str | None]:

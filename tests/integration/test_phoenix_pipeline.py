@@ -117,3 +117,33 @@ def test_pull_unknown_trace_from_phoenix(phoenix: Phoenix) -> None:
 def _get(url: str) -> dict:  # type: ignore[type-arg]
     with urllib.request.urlopen(url, timeout=10) as resp:
         return json.loads(resp.read())
+
+
+def test_a_window_of_phoenix_traces_is_pulled_and_replayed_as_a_corpus(
+    phoenix: Phoenix, rotel_to_phoenix: Rotel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from chronicle_otel.corpus import Corpus, CorpusFilter, CorpusOutcome, replay_for_corpus
+    from chronicle_otel.load import source_for
+
+    project = f"chronicle-{uuid.uuid4().hex[:8]}"
+    store = tmp_path / ".chronicle"
+    since = time.time_ns() - 60 * 10**9
+    recorded = {record(rotel_to_phoenix, "http/protobuf", store, project) for _ in range(2)}
+    url = f"phoenix+{phoenix.url}/?project={project}"
+    for trace_id in recorded:
+        pull(url, trace_id, store, len(BOUNDARIES))  # ingested whole
+    assert set(source_for(url).trace_ids(since)) == recorded
+
+    out = io.StringIO()
+    argv = ["pull", "--since", "1h", "--from", url, "-o", str(tmp_path / "corpus"), "--store", str(store), "--json"]
+    assert cli(argv, out=out) == 0
+    summary = json.loads(out.getvalue())
+    assert {t["trace"] for t in summary["traces"]} == recorded and summary["incomplete"] == 0
+
+    monkeypatch.setenv("STOCK_AGENT_GUARDRAIL", "v2")
+    for source in (tmp_path / "corpus", url):
+        corpus = Corpus(source, CorpusFilter(since_ns=since), store=store)
+        assert {e.trace_id for e in corpus.entries()} == recorded
+        for entry in corpus.entries():
+            result = replay_for_corpus(corpus.load(entry), options={"stub": ["kind:llm", "research"]})
+            assert result.outcome is CorpusOutcome.PASSED, result  # v2 changes what it declares only

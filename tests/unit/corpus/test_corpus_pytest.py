@@ -302,3 +302,22 @@ def test_replay_all_runs_the_corpus_from_the_command_line(corpus_project: pytest
         cwd=corpus_project.path, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert proc.returncode != 0
+
+
+def test_pull_since_writes_a_window_one_file_per_trace(corpus_project: pytest.Pytester) -> None:
+    import io
+
+    from chronicle_otel.cli import main as cli
+
+    store, out = corpus_project.path / "store", corpus_project.path / "window"
+    text = io.StringIO()
+    assert cli(["pull", "--since", "1h", "--failed", "--from", str(store), "-o", str(out), "--json"], out=text) == 0
+    summary = json.loads(text.getvalue())
+    assert len(summary["traces"]) == 3 and all(t["failed"] for t in summary["traces"])
+    assert sorted(p.name for p in out.iterdir()) == sorted(f"{t['trace']}.jsonl" for t in summary["traces"])
+    assert {e.trace_id for e in Corpus(out)} == {t["trace"] for t in summary["traces"]}
+    err = io.StringIO()
+    for argv in (["pull", "0" * 32, "--since", "1h"], ["pull", "0" * 32, "--failed"], ["pull"]):
+        with contextlib.redirect_stderr(err):
+            assert cli([*argv, "--from", str(store), "-o", str(out / "x")], out=io.StringIO()) == 2
+    assert "not both" in err.getvalue() and "give --since" in err.getvalue() and "needs a trace id" in err.getvalue()

@@ -6,6 +6,7 @@ import base64
 import gzip
 import json
 import struct
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -393,3 +394,61 @@ def test_registered_source(recorded: Any) -> None:
     assert base64.b64decode(first["traceId"]).hex() == expected.trace_id  # protobuf's JSON mapping: base64 ids
     register_source("bucket", Bucket)
     check(chronicle.load_trace("bucket://traces/x", expected.trace_id, store=rec.store), expected)
+
+
+# ------------------------------------------------------------------ listing a backend's traces (corpus, pull --since)
+
+
+@pytest.fixture
+def searchable(recorded: Any) -> Iterator[tuple[str, chronicle.Trace, Recorder, list[str]]]:
+    rec, spans, expected = recorded
+    otlp = MessageToDict(encode_spans(spans))
+    tid = expected.trace_id
+    routes = {
+        "/api/traces": {"data": [jaeger_trace(spans)]},  # Jaeger v1 search: whole traces
+        f"/api/traces/{tid}": {"data": [jaeger_trace(spans)]},
+        "/api/v3/traces": {"result": otlp},
+        f"/api/v3/traces/{tid}": {"result": otlp},
+        "/api/search": {"traces": [{"traceID": tid.lstrip("0"), "rootServiceName": "svc"}]},
+        f"/api/v2/traces/{tid}": {"trace": otlp},
+        "/api/v2/traces": [json.loads(zipkin_v2(spans))],
+        f"/api/v2/trace/{tid}": json.loads(zipkin_v2(spans)),
+    }
+
+    def route(path: str) -> tuple[int, Any]:
+        body = routes.get(path.split("?")[0])
+        return (200, body) if body is not None else (404, {"errors": [{"code": 404, "msg": "not found"}]})
+
+    with JsonBackend(route) as server:
+        yield f"http://{server.host}", expected, rec, server.asked
+
+
+@pytest.mark.parametrize(
+    ("scheme", "query", "search"),
+    [
+        ("jaeger", "?service=svc", "/api/traces?service=svc&start="),
+        ("jaeger-v3", "?service=svc", "/api/v3/traces?query.service_name=svc&query.start_time_min="),
+        ("tempo", "", "/api/search?start="),
+        ("zipkin", "", "/api/v2/traces?endTs="),
+    ],
+)
+def test_a_backend_lists_the_traces_of_a_window(searchable: Any, scheme: str, query: str, search: str) -> None:
+    from chronicle_otel.corpus import Corpus, CorpusFilter
+    from chronicle_otel.load import source_for
+
+    url, expected, rec, asked = searchable
+    since = time.time_ns() - 3600 * 10**9
+    assert source_for(f"{scheme}+{url}{query}").trace_ids(since, limit=5) == [expected.trace_id]
+    assert asked[-1].startswith(search) and ("limit=5" in asked[-1] or "num_traces=5" in asked[-1])
+    corpus = Corpus(f"{scheme}+{url}{query}", CorpusFilter(since_ns=since), store=rec.store)
+    [entry] = corpus.entries()
+    assert entry.trace_id == expected.trace_id and entry.root == expected.root.name
+    check(corpus.load(entry), expected, times_us=scheme in ("jaeger", "zipkin"))
+
+
+def test_jaeger_needs_the_service_to_list_traces(searchable: Any) -> None:
+    from chronicle_otel.load import source_for
+
+    url, *_ = searchable
+    with pytest.raises(chronicle.TraceLoadError, match=r"\?service=NAME"):
+        source_for(f"jaeger+{url}").trace_ids(0)
