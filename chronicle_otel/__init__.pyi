@@ -13,6 +13,7 @@ from . import pytest_plugin as pytest_plugin
 from . import record as record
 from . import redact as redact
 from . import replaying as replaying
+from . import sampling as sampling
 from . import semconv as semconv
 from . import store as store
 from . import testing as testing
@@ -55,6 +56,8 @@ from .record._spec import BoundaryKind as BoundaryKind
 from .replaying._report import ReplayReport as ReplayReport
 from .replaying._run import ReplayRun as ReplayRun
 from .replaying._run import replay as replay
+from .sampling._report import SampleReport as SampleReport
+from .sampling._run import sample as sample
 from .store._local import LocalStore as LocalStore
 from .store.reader import TraceSummary as TraceSummary
 from .version import __version__ as __version__
@@ -81,6 +84,7 @@ __all__ = [
     "ReplayReport",
     "ReplayRun",
     "ReplayedError",
+    "SampleReport",
     "StoreError",
     "StoreOptions",
     "Trace",
@@ -98,6 +102,7 @@ __all__ = [
     "load_trace",
     "register_type",
     "replay",
+    "sample",
     "session",
     "uninstrument",
     "write_trace",

@@ -182,6 +182,9 @@ def pytest_configure(config: pytest.Config) -> None:
         "the active run",
     )
     config.stash[_SUITE] = _suite_options(config)
+    from .sampling import pytest_plugin as sampling  # the chronicle_sample marker and fixture
+
+    sampling.install(config, _resolve, _option)
     if config.getoption("chronicle_corpus", default=None):
         from .corpus.plugin import CorpusPlugin
 

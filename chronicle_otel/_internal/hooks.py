@@ -41,6 +41,8 @@ class ReplayExtra:
     """The values redacted by key name from that input (to scrub an error's text)."""
     output: bytes | None = None
     """The encoded value the call returns (a stub answering with its recording), or None to encode the result."""
+    started: Callable[[Any], None] | None = None
+    """Called with the call's span once it has started (the replay notes the trace ids of its own spans)."""
 
 
 class BoundarySpec(Protocol):

@@ -21,7 +21,7 @@ from ..load import load_trace, write_trace
 from ..model import Trace, format_key
 from ..store.payloads import PayloadSource
 from ..store.reader import default_store_path
-from . import _diff, _gen_test, _list, _replay_all, _show, _source, _view
+from . import _diff, _gen_test, _list, _replay_all, _sample, _show, _source, _view
 from ._output import Output, clean, progress
 
 
@@ -37,7 +37,7 @@ class Subcommand(Protocol):
         """Run it; return the exit status."""
 
 
-SUBCOMMANDS: tuple[Subcommand, ...] = (_list, _show, _diff, _view, _gen_test, _replay_all)
+SUBCOMMANDS: tuple[Subcommand, ...] = (_list, _show, _diff, _view, _gen_test, _replay_all, _sample)
 """The subcommands besides ``pull`` and ``gc``, in the order ``chronicle --help`` lists them."""
 
 _clean = clean

@@ -284,6 +284,8 @@ def begin(
             call = Call(spec, config, span, enter_frame(trace_api.set_span_in_context(span, parent_ctx)))
         if extra is not None:
             call.output = extra.output
+            if extra.started is not None:
+                extra.started(span)
         binder = spec.binder
         if call.recording and binder is not None:
             bound = binder.bind(args, kwargs, body is not spec.raw and instance is not None)

@@ -18,7 +18,8 @@ API:
     :func:`build_trace` — assemble a :class:`Trace` from span records (for custom trace sources).
     :func:`check_selectors`, :func:`resolve_overrides`, :class:`Selection` — what ``stub=``, ``live=`` and
     ``override=`` select in a trace, as a replay decides it (the ``chronicle`` command checks and shows them).
-    :func:`diff_lines` — the differences between two payloads, as the report lists them.
+    :func:`diff_lines` — the differences between two payloads, as the report lists them; :func:`short_repr` — a
+    value on one line, as the report shows it.
     :func:`find_refusal` — the :class:`~chronicle_otel.NetworkBlockedError` under an exception that wraps it (an
     HTTP client's connection error, say).
 """
@@ -30,7 +31,7 @@ from ..model import Boundary, Payload, ReplayedError, SpanRecord, Trace, format_
 from ._matching import check_selectors, resolve_overrides
 from ._netguard import find_refusal
 from ._options import InputMismatch, OnMissing, ReplayOptions
-from ._report import DriftCause, Finding, FindingKind, ReplayReport, diff_lines
+from ._report import DriftCause, Finding, FindingKind, ReplayReport, diff_lines, short_repr
 from ._run import ReplayRun, replay
 from ._selection import Selection
 
@@ -56,4 +57,5 @@ __all__ = [
     "format_key",
     "replay",
     "resolve_overrides",
+    "short_repr",
 ]

@@ -82,6 +82,11 @@ class Calls:
             trace.trace_id, options.emit_spans, self._frame, self._comparer, report, ledger.output_changed
         )
 
+    @property
+    def trace_ids(self) -> list[str]:
+        """The trace ids of the spans of the top-level calls made so far, in call order."""
+        return self._execution.trace_ids
+
     # ------------------------------------------------------------------ where the code is
 
     def _current(self) -> tuple[Frame | None, bool]:
@@ -143,8 +148,8 @@ class Calls:
                 *(f"  {line}" for line in self.recordings.nearest(parent, spec.name)),
             )
             if self._options.on_missing is OnMissing.LIVE:
+                self._ledger.live_call(key, spec.name, (spec.kind_value,), self.selection.live_check(None, key))
                 self._ledger.unrecorded(key, spec.name, spec.kind_value, "no recording; ran live", details)
-                self._ledger.live_call(key, spec.name, (spec.kind_value,), self.selection.explicit_live)
                 frame = self._last = Frame(key, spec.kind_value)
                 return self._execution.run(spec, wrapped, instance, args, kwargs, frame, "live", None)
             finding = Finding(FindingKind.UNEXPECTED_CALL, key, f"no recording for this call of {spec.name!r}", details)
@@ -158,9 +163,9 @@ class Calls:
         override = self._overrides.get(rec.span_id)
         if override is not None or self.selection.stubbed(rec, spec.kind_value):
             return self._stub(spec, instance, args, kwargs, frame, rec, override, actual, secrets, redactor)
+        self._ledger.live_call(rec.call_key, rec.name, (rec.kind, spec.kind_value), self.selection.live_check(rec, key))
         self._report.live.append(rec.call_key)
         self._ledger.ran_live.add(rec.span_id)
-        self._ledger.live_call(rec.call_key, rec.name, (rec.kind, spec.kind_value), self.selection.explicit_live)
         self._comparer.expect(rec, redactor, secrets)
         return self._execution.run(spec, wrapped, instance, args, kwargs, frame, "live", rec)
 
@@ -232,17 +237,19 @@ class Calls:
                 )
                 self._report.divergences.append(finding)
                 raise ReplayDivergence(str(finding), finding=finding)
+            self._ledger.live_call(key, spec.name, (spec.kind_value,), self.selection.live_check(None, key))
             self._ledger.unrecorded(key, spec.name, spec.kind_value, "call(...) block with no recording")
-            self._ledger.live_call(key, spec.name, (spec.kind_value,), self.selection.explicit_live)
             frame = self._last = Frame(key, spec.kind_value)
-            return _Block(self._frame.set(frame), None, self._execution.extra("live", None), emit_spans)
+            extra = self._execution.extra("live", None, top=len(key) == 1)
+            return _Block(self._frame.set(frame), None, extra, emit_spans)
         self.recordings.use(rec)
+        self._ledger.live_call(rec.call_key, rec.name, (rec.kind, spec.kind_value), self.selection.live_check(rec, key))
         self._report.live.append(rec.call_key)
         self._ledger.ran_live.add(rec.span_id)
-        self._ledger.live_call(rec.call_key, rec.name, (rec.kind, spec.kind_value), self.selection.explicit_live)
         self._comparer.expect(rec, redactor, secrets)
         frame = self._last = Frame(rec.call_key, rec.kind)
-        return _Block(self._frame.set(frame), rec, self._execution.extra("live", rec), emit_spans)
+        extra = self._execution.extra("live", rec, top=len(key) == 1)
+        return _Block(self._frame.set(frame), rec, extra, emit_spans)
 
     def exit_block(self, state: object, output: Any, exc: BaseException | None) -> None:
         """A ``call(...)`` block ends: compare its output with the recording."""

@@ -13,7 +13,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from opentelemetry.trace import Link, SpanContext, TraceFlags
+from opentelemetry.trace import Link, Span, SpanContext, TraceFlags, format_trace_id
 
 from .. import semconv
 from .._internal.hooks import BoundarySpec, ReplayExtra
@@ -57,19 +57,25 @@ class Execution:
         self._comparer = comparer
         self._report = report
         self._changed = changed
+        self.trace_ids: list[str] = []
+        """The trace ids of the spans of the top-level calls run so far (the replay's own traces)."""
 
-    def extra(self, mode: str, rec: Boundary | None, encoded: Encoded | None = None) -> ReplayExtra | None:
-        """What the call's span carries for the replay (None when the replay records no spans)."""
+    def extra(
+        self, mode: str, rec: Boundary | None, encoded: Encoded | None = None, top: bool = False
+    ) -> ReplayExtra | None:
+        """What the call's span carries for the replay (None when the replay records no spans); ``top``: the call is
+        made outside every boundary, its span starts one of the replay's own traces."""
         if not self._emit_spans:
             return None
+        started = self.note_trace if top else None
         attrs = {semconv.REPLAY_OF: self._trace_id, semconv.REPLAY_MODE: mode}
         links = []
         if rec is not None:
             ctx = SpanContext(int(self._trace_id, 16), int(rec.span_id, 16), True, TraceFlags(TraceFlags.SAMPLED))
             links.append(Link(ctx))  # the span carries chronicle.replay.of: the link needs no attributes of its own
         if encoded is None:
-            return ReplayExtra(attrs, links)
-        return ReplayExtra(attrs, links, encoded[0], encoded[1], encoded[2])
+            return ReplayExtra(attrs, links, started=started)
+        return ReplayExtra(attrs, links, encoded[0], encoded[1], encoded[2], started)
 
     @staticmethod
     def recorded_output(rec: Boundary, redactor: Any) -> bytes | None:
@@ -95,7 +101,7 @@ class Execution:
         encoded: Encoded | None = None,
     ) -> Any:
         """Call ``body`` (a stub's, or the live function) in ``frame``: its value, its coroutine or its stream."""
-        extra = self.extra(mode, rec, encoded)
+        extra = self.extra(mode, rec, encoded, len(frame.key) == 1)
         compare = rec if mode == "live" else None
         if compare is not None and compare.stream and spec.shape in ("sync", "async"):
             compare = None  # a live stream object is read after the call returns: nothing to compare yet
@@ -122,6 +128,12 @@ class Execution:
             self._frame.reset(token)
         self.compare(compare, value, None)
         return value
+
+    def note_trace(self, span: Span) -> None:
+        """A top-level call's span started: note its trace id (one of the replay's own traces)."""
+        context = span.get_span_context()
+        if context.is_valid:
+            self.trace_ids.append(format_trace_id(context.trace_id))
 
     async def _async(self, run: Callable[[], Any], frame: Frame, rec: Boundary | None) -> Any:
         token = self._frame.set(frame)

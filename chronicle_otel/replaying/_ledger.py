@@ -9,6 +9,7 @@ copies.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -31,6 +32,8 @@ class Ledger:
         trace: the recorded run.
         report: the report the findings go to.
         overrides: the resolved ``override=`` (``{span id: (key as given, answer)}``).
+        policy: ``ignore=``, ``strict=`` and ``changed=``.
+        limit: ``max_live_llm=``: the most model calls that may run live (None: no limit).
     """
 
     def __init__(
@@ -39,6 +42,7 @@ class Ledger:
         report: ReplayReport,
         overrides: Mapping[str, tuple[str, Any]],
         policy: DriftPolicy,
+        limit: int | None = None,
     ) -> None:
         self._trace = trace
         self._report = report
@@ -50,11 +54,27 @@ class Ledger:
         self.ran_live: set[str] = set()
         """Span ids of the recorded calls that ran live."""
         self._finished = False
+        self._limit = limit
+        self._model_calls = itertools.count()
 
     def live_call(self, key: CallKey, name: str, kinds: tuple[str, ...], explicit: Callable[[str, str], bool]) -> None:
-        """A call runs live: an LLM one is a model call, a divergence unless ``live=`` selects it (``explicit``)."""
+        """A call is about to run live: an LLM one is a model call, a divergence unless ``live=`` selects it
+        (``explicit``), and one past ``max_live_llm=`` raises instead of running.
+
+        Raises:
+            ReplayDivergence: the call would pass ``max_live_llm=`` (a ``live-llm-limit`` divergence).
+        """
         if "llm" not in kinds:
             return
+        if self._limit is not None and next(self._model_calls) >= self._limit:  # next() is atomic under the GIL
+            finding = Finding(
+                FindingKind.LIVE_LLM_LIMIT,
+                key,
+                f"LLM boundary {name!r} did not run: the replay already made the {self._limit} live model "
+                f"call{'s' if self._limit != 1 else ''} max_live_llm= allows",
+            )
+            self._report.divergences.append(finding)
+            raise ReplayDivergence(str(finding), finding=finding)
         self._report.live_llm.append(key)
         if not any(explicit(name, kind) for kind in kinds):
             self._report.divergences.append(

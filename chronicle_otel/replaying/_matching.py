@@ -97,7 +97,23 @@ def resolve_overrides(override: Mapping[str, Any], trace: Trace) -> dict[str, tu
     return resolved
 
 
-def _find_calls(text: str, trace: Trace) -> list[Boundary]:
+def first_call(option: str, text: str, trace: Trace) -> Boundary:
+    """The recorded call ``text`` names for ``option`` (``live_from=``): a call key as :func:`format_key` writes it, its
+    tail when that names one call, or a name or glob (the first call, in call order, of a boundary it matches).
+
+    Raises:
+        ConfigError: ``text`` names no recorded call (the recorded keys listed, the closest first), or a key tail
+            names several.
+    """
+    glob = any(c in text for c in "*?[") and not any(b.name == text for b in trace.boundaries)
+    if glob:
+        found = [b for b in trace.boundaries if fnmatch.fnmatchcase(b.name, text)]
+        if found:
+            return found[0]
+    return _find_calls(text, trace, option)[0]
+
+
+def _find_calls(text: str, trace: Trace, option: str = "override") -> list[Boundary]:
     keys = [format_key(b.call_key) for b in trace.boundaries]
     # A recorded name as it is, then a recorded key or its tail as format_key wrote it: names may hold ">" or "[".
     found = [b for b in trace.boundaries if b.name == text]
@@ -109,10 +125,10 @@ def _find_calls(text: str, trace: Trace) -> list[Boundary]:
             found = [b for b in trace.boundaries if b.call_key[-len(tail) :] == tail]
     if len(found) > 1 and len({b.call_key for b in found}) > 1 and any(b.name != text for b in found):
         raise ConfigError(
-            "override", text, f"a call key naming one call; it names {_listed([format_key(b.call_key) for b in found])}"
+            option, text, f"a call key naming one call; it names {_listed([format_key(b.call_key) for b in found])}"
         )
     if not found:
-        raise ConfigError("override", text, f"a recorded call key or name: {_listed(_closest(text, keys))}")
+        raise ConfigError(option, text, f"a recorded call key or name: {_listed(_closest(text, keys))}")
     return found
 
 

@@ -188,6 +188,15 @@ class ReplayOptions:
     override: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     """What-if answers: ``{call key: value}`` answers that recorded call with ``value`` (an exception is raised);
     a callable gets the recorded output (or error) and returns the answer."""
+    live_from: str | None = None
+    """A recorded call from which the run goes live (a call key, ``"plan[0]"``, or a name or glob: its first call):
+    every call recorded before it, those that enclose it aside, answers from its recording whatever ``stub=`` and
+    ``live=`` say (the frozen prefix); it, the calls under it and those enclosing it run live (an LLM one as if
+    ``live=`` selected it); the calls after it follow ``stub=``, ``live=`` and ``default=``."""
+    max_live_llm: int | None = None
+    """At most this many LLM boundaries run live; the next one raises
+    :class:`~chronicle_otel.errors.ReplayDivergence` (a ``live-llm-limit`` divergence) instead of calling the model.
+    None: no limit."""
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -210,6 +219,11 @@ class ReplayOptions:
             raise ConfigError("block_network", self.block_network, "True or False")
         set_(self, "allow_hosts", _hosts(self.allow_hosts))
         set_(self, "override", _overrides(self.override))
+        if self.live_from is not None and (not isinstance(self.live_from, str) or not self.live_from.strip()):
+            raise ConfigError("live_from", self.live_from, "a recorded call key such as 'plan[0]', or a boundary name")
+        limit = self.max_live_llm
+        if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
+            raise ConfigError("max_live_llm", limit, "None (no limit) or a number of model calls, 0 or more")
 
 
 def allow_list(options: ReplayOptions, trace: Trace) -> tuple[str, ...]:

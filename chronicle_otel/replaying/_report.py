@@ -255,6 +255,8 @@ class FindingKind(str, Enum):
     """Divergence: a call made after a sibling that was recorded after it."""
     LIVE_LLM = "live-llm"
     """Divergence: an LLM boundary that ran live (a model call) without ``live=`` selecting it."""
+    LIVE_LLM_LIMIT = "live-llm-limit"
+    """Divergence: an LLM boundary that would have run live past ``max_live_llm=``; it raised instead."""
     NETWORK = "network"
     """Divergence: a DNS lookup or a connection the network guard refused (even when the code swallowed the
     error)."""

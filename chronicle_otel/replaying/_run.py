@@ -70,7 +70,7 @@ class ReplayRun:
         selection = Selection(trace, options)  # selectors that can select nothing raise first
         overrides = resolve_overrides(options.override, trace)
         self.report = ReplayReport(strict=options.strict is True)
-        self._ledger = Ledger(trace, self.report, overrides, DriftPolicy(trace, options))
+        self._ledger = Ledger(trace, self.report, overrides, DriftPolicy(trace, options), options.max_live_llm)
         self._calls = Calls(trace, options, selection, self.report, self._ledger, overrides)
         self._guard: contextlib.AbstractContextManager[Any] | None = None
         self._tokens: list[contextvars.Token[Any]] = []
@@ -85,6 +85,13 @@ class ReplayRun:
         allow-list of loading and replay: ``allow=`` of the replay, else of ``load_trace``, else the top-level
         packages that define boundaries in this process."""
         return allow_list(self.options, self.trace)
+
+    @property
+    def replay_trace_ids(self) -> tuple[str, ...]:
+        """The trace ids of the replay's own spans so far: one per call made outside every boundary (``rerun()``
+        makes one), where a store that records them (``isolate=False``, :attr:`replay_store`) has them; empty when
+        the replay records no spans (``emit_spans=False``, or recording off)."""
+        return tuple(self._calls.trace_ids)
 
     @property
     def replay_store(self) -> Path | None:
@@ -319,6 +326,8 @@ def replay(
     block_network: bool = True,
     allow_hosts: Iterable[str] = LOOPBACK,
     override: Mapping[str, Any] | None = None,
+    live_from: str | None = None,
+    max_live_llm: int | None = None,
 ) -> ReplayRun:
     """Replay a recorded run: stubbed boundaries answer from the recording, the others run live.
 
@@ -378,6 +387,13 @@ def replay(
             exception for a call that raised) and returns the answer. Keys as :func:`format_key` writes them
             (``"run_agent[0] > plan[0]"``), their tail when unique (``"plan[0]"``) or a bare name (every call).
             Listed in ``report.overrides``.
+        live_from: a recorded call from which the run goes live: a call key (``"plan[0]"``) or a name or glob (its
+            first call). Every call recorded before it, except those that enclose it, answers from its recording
+            whatever ``stub=`` and ``live=`` say (the frozen prefix); it, the calls under it and the calls enclosing it
+            run live (an LLM one as if ``live=`` selected it); the calls after it follow ``stub=``, ``live=`` and
+            ``default=``. What :func:`~chronicle_otel.sample` runs many times.
+        max_live_llm: at most this many LLM boundaries run live; the next one raises :class:`ReplayDivergence` (a
+            ``live-llm-limit`` divergence) instead of calling the model. Default: no limit.
 
     Returns:
         A :class:`ReplayRun`: a context manager (and decorator) with ``rerun()`` and ``report``.
@@ -400,6 +416,8 @@ def replay(
         block_network=block_network,
         allow_hosts=allow_hosts,  # type: ignore[arg-type]
         override=override if override is not None else {},
+        live_from=live_from,
+        max_live_llm=max_live_llm,
     )
     return ReplayRun(trace, options)
 

@@ -1,7 +1,8 @@
 """A small stock-trading agent whose every boundary is recorded by chronicle_otel.
 
 The model is a **simulated LLM** (:class:`SimulatedLLM`): seeded randomness and a temperature stand in for a
-hosted model's non-determinism, with no network and no weights. Like the incident it is modelled on, it
+hosted model's non-determinism, with no network and no weights (asked the same request again, it may answer
+otherwise, as a hosted model does). Like the incident it is modelled on, it
 sometimes reads "sell $1,000 of MSFT" as "sell 1,000 shares of MSFT".
 
 Boundaries::
@@ -25,8 +26,10 @@ import dataclasses
 import os
 import random
 import re
+import threading
 from decimal import ROUND_DOWN, Decimal
 from enum import Enum
+from typing import ClassVar
 
 import chronicle_otel as chronicle
 
@@ -68,12 +71,35 @@ class Result:
 
 
 class SimulatedLLM:
-    """A SIMULATED language model: seeded sampling, no network. Counts every call it answers."""
+    """A SIMULATED language model: seeded sampling, no network. Counts every call it answers.
+
+    Each request's ``seed`` names a random generator, seeded once per process: the first answer to a request with a
+    given seed is the same in every process (the demo's runs come out the same each time), and asked again in the
+    same process the model draws its next answers from that generator, so the same request gets other answers, as a
+    hosted model's do. Sampling a recorded call (``chronicle sample``) therefore gives a distribution, the same one
+    in every run. :meth:`reset` starts every generator afresh.
+    """
 
     calls = 0
+    _generators: ClassVar[dict[tuple[str, int], random.Random]] = {}
+    _lock = threading.Lock()
 
     def __init__(self, seed: int) -> None:
-        self.rng = random.Random(seed)
+        self.seed = seed
+
+    @classmethod
+    def reset(cls) -> None:
+        """Start every generator afresh: the next answer to each seed is its first again."""
+        with cls._lock:
+            cls._generators.clear()
+
+    def _rng(self, purpose: str) -> random.Random:
+        with SimulatedLLM._lock:
+            key = (purpose, self.seed)
+            rng = SimulatedLLM._generators.get(key)
+            if rng is None:
+                rng = SimulatedLLM._generators[key] = random.Random(self.seed)
+            return rng
 
     def complete_plan(self, request: str, temperature: float) -> dict[str, object]:
         SimulatedLLM.calls += 1
@@ -87,7 +113,7 @@ class SimulatedLLM:
             m.group(4),
         )
         # The failure mode: now and then the model drops the "$" and reads an amount of money as shares.
-        misread = dollars and self.rng.random() < 0.05 + 0.25 * temperature
+        misread = dollars and self._rng("plan").random() < 0.05 + 0.25 * temperature
         if dollars and not misread:
             quantity = int((Decimal(amount) / PRICES[symbol]).to_integral_value(ROUND_DOWN))
         else:
@@ -99,7 +125,7 @@ class SimulatedLLM:
         o = receipt.order
         if receipt.status == "blocked":
             return f"I did not place the order to {o.side.value} {o.quantity} {o.symbol}: {receipt.reason}."
-        verb = self.rng.choice(["Done:", "Completed:", "Executed:"])
+        verb = self._rng("summary").choice(["Done:", "Completed:", "Executed:"])
         return f"{verb} {o.side.value} {o.quantity} {o.symbol} for ${receipt.value}."
 
 

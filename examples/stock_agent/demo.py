@@ -5,6 +5,7 @@
 3. Generate its regression test with ``chronicle gen-test``.
 4. Run that test against the old guardrail (it fails) and the fixed one (it passes), with zero model calls.
 5. Ask "what if": replay a good run as if the model had said 100,000 shares, against each guardrail.
+6. Sample the bad run's model call 20 times from its frozen prefix: how often does it over-sell with each guardrail?
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 
 import chronicle_otel as chronicle
 from chronicle_otel.cli import main as chronicle_cli
-from examples.stock_agent import agent
+from examples.stock_agent import agent, checks
 
 REQUEST = "Sell $1,000 of MSFT"
 REPO = Path(__file__).resolve().parents[2]
@@ -125,10 +126,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     print("   " + str(run.report).replace("\n", "\n   "))
     what_if = _what_if(store, good_trace)
+    oversold = _sample(store, bad_trace)
     ok = (
         outcomes == {"v1": 1, "v2": 0}
         and fixed.status == "blocked"
         and what_if in (None, {"v1": "filled", "v2": "blocked"})
+        and oversold["v1"] > 0
+        and oversold["v2"] == 0
     )
     print("\nThe production failure is now a regression test." if ok else "\nUNEXPECTED: the story did not hold.")
     return 0 if ok else 1
@@ -156,6 +160,29 @@ def _what_if(store: chronicle.LocalStore, good_trace: str | None) -> dict[str, s
         outcome = receipt.reason if receipt.status == "blocked" else f"sold for ${receipt.value:,.0f}"
         print(f"   {label:22s} -> {result.status:7s} {outcome}")
     return outcomes
+
+
+def _sample(store: chronicle.LocalStore, bad_trace: str) -> dict[str, int]:
+    """Step 6: the bad run's model call sampled live 20 times, everything before it frozen, against each guardrail."""
+    print(
+        f"\n6. How often does the model still over-sell? chronicle sample {bad_trace[:8]}… --live plan -n 20 "
+        f"--check {checks.__name__}:no_oversell --import {agent.__name__}\n"
+        "   (plan[0] live 20 times, everything recorded before it frozen; the LLM call after it answered from the "
+        "recording):\n"
+    )
+    trace = chronicle.load_trace(store, bad_trace)
+    oversold = {}
+    for version in ("v1", "v2"):
+        os.environ["STOCK_AGENT_GUARDRAIL"] = version
+        agent.SimulatedLLM.reset()  # the model's same 20 answers for each guardrail
+        report = chronicle.sample(trace, live="plan", n=20, check=checks.no_oversell)
+        if version == "v1":
+            print("   " + str(report).replace("\n", "\n   ") + "\n")
+        oversold[version] = sum(1 for s in report.samples if s.passed is False)
+        blocked = sum(1 for s in report.samples if s.result is not None and s.result.status == "blocked")
+        label = "old guardrail (v1)" if version == "v1" else "fixed guardrail (v2)"
+        print(f"   {label:22s} -> {oversold[version]} of {report.n} samples over-sell ({blocked} blocked)")
+    return oversold
 
 
 if __name__ == "__main__":

@@ -89,6 +89,7 @@ EDGES = graph()
 READ_SIDE = (
     "chronicle_otel.load",
     "chronicle_otel.replaying",
+    "chronicle_otel.sampling",
     "chronicle_otel.cli",
     "chronicle_otel.corpus",
     "chronicle_otel.pytest_plugin",

@@ -17,6 +17,10 @@ from tests.conftest import Recorder
 REPO = Path(__file__).resolve().parents[3]
 
 
+# The simulated model answers each seed's first request the same in every process: these tests record first answers.
+pytestmark = pytest.mark.usefixtures("fresh_model")
+
+
 def test_demo_story_end_to_end(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CHRONICLE_", "OTEL_", "STOCK_AGENT_"))}
     env["PYTHONPATH"] = str(REPO)
@@ -46,6 +50,10 @@ def test_demo_story_end_to_end(tmp_path: Path) -> None:
     assert "5. What if the model had said 100,000 shares?" in out
     assert "old guardrail (v1)     -> filled  sold for $19,042,000" in out
     assert "fixed guardrail (v2)   -> blocked $19,042,000.00 is above the $10,000 limit" in out
+    assert "6. How often does the model still over-sell?" in out
+    assert "  2      5    25%  FAIL   Result(status='filled'" in out
+    assert "old guardrail (v1)     -> 5 of 20 samples over-sell (0 blocked)" in out
+    assert "fixed guardrail (v2)   -> 0 of 20 samples over-sell (5 blocked)" in out
 
 
 def test_generated_style_replay_in_process_counts_zero_model_calls(
