@@ -192,7 +192,7 @@ def pytest_configure(config: pytest.Config) -> None:
         if config.getoption("chronicle_allow_network", default=False):
             options["block_network"] = False
         config.pluginmanager.register(
-            CorpusPlugin(config, _with_suite(options, config.stash[_SUITE]), _Entries()), "chronicle_corpus"
+            CorpusPlugin(config, _with_suite(options, config.stash[_SUITE]), _Entries(config)), "chronicle_corpus"
         )
     if not hasattr(config, "workerinput"):  # an xdist worker sends its reports to the controller, which sums them up
         config.pluginmanager.register(_DriftSummary(config), "chronicle_drift_summary")
@@ -249,6 +249,18 @@ def _option(config: pytest.Config, name: str, env_var: str | None = None) -> str
         config.getoption(name, default=None) or config.getini(name) or (os.environ.get(env_var) if env_var else None)
     )
     return str(value) if value else None
+
+
+def _payload_stores(config: pytest.Config) -> list[str | Path]:
+    """Where cut payloads are rehydrated from: ``--chronicle-payloads`` (or its default), then the local store."""
+    stores: list[str | Path] = []
+    payloads = _option(config, "chronicle_payloads", env.CHRONICLE_PAYLOADS)
+    if payloads and payloads != "local":
+        stores.append(payloads)
+    store = _option(config, "chronicle_store", env.CHRONICLE_HOME)
+    if store and is_store(store):
+        stores.append(Path(store))
+    return stores
 
 
 def _resolve(source: Any, request: pytest.FixtureRequest) -> Path:
@@ -334,13 +346,7 @@ def chronicle_replay(request: pytest.FixtureRequest) -> Iterator[ReplayRun]:
     unknown = set(kwargs) - {f.name for f in dataclasses.fields(ReplayOptions)}
     if unknown:
         pytest.fail(f"unknown chronicle_replay options: {', '.join(sorted(unknown))}", False)
-    stores: list[str | Path] = []
-    payloads = _option(request.config, "chronicle_payloads", env.CHRONICLE_PAYLOADS)
-    if payloads and payloads != "local":
-        stores.append(payloads)
-    store = _option(request.config, "chronicle_store", env.CHRONICLE_HOME)
-    if store and is_store(store):
-        stores.append(Path(store))
+    stores = _payload_stores(request.config)
     if request.config.getoption("chronicle_allow_network", default=False):
         kwargs.setdefault("block_network", False)
     kwargs = _with_suite(kwargs, request.config.stash.get(_SUITE, {}))
@@ -404,7 +410,13 @@ def _conclude(item: pytest.Item, run: ReplayRun) -> None:
 
 
 class _Entries:
-    """The JSON report's entries of tests the plugin does not run itself (the corpus's)."""
+    """The JSON report's entries of tests the plugin does not run itself (the corpus's), and the payload stores."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    def payloads(self) -> list[str | Path]:
+        return _payload_stores(self.config)
 
     def record(self, item: pytest.Item, entry: dict[str, Any]) -> None:
         item.stash[_ENTRY] = entry

@@ -44,6 +44,9 @@ class Entries(Protocol):
     def report_data(self, report: ReplayReport) -> dict[str, Any]:
         """``report`` as plain JSON values."""
 
+    def payloads(self) -> list[str | Path]:
+        """The payload stores the run names (``--chronicle-payloads``, ``--chronicle-store`` and their defaults)."""
+
 
 class CorpusHooks:
     """The hooks a ``conftest.py`` may implement for a corpus run."""
@@ -174,8 +177,7 @@ class CorpusPlugin:
             )
         except ChronicleError as exc:
             raise pytest.UsageError(f"--chronicle-shard/--chronicle-corpus-limit: {exc}") from None
-        payloads = os.environ.get("CHRONICLE_PAYLOADS") or None
-        return Corpus(getoption("chronicle_corpus"), filter, store=payloads if payloads != "local" else None)
+        return Corpus(getoption("chronicle_corpus"), filter, store=self.entries.payloads() or None)
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, session: pytest.Session, items: list[pytest.Item]) -> None:
