@@ -722,6 +722,8 @@ def _summary_columns(replays: bool) -> str:
 def index_error_text(exc: BaseException) -> str:
     """An error of :data:`INDEX_ERRORS` as text for a message, cut short; bytes that are not UTF-8 escaped."""
     text = bytes(exc.object).decode("utf-8", "backslashreplace") if isinstance(exc, UnicodeDecodeError) else str(exc)
+    if not text:  # Python 3.10's sqlite3 drops a message it cannot decode
+        text = f"{type(exc).__name__} without a readable message: damaged schema or text that is not UTF-8"
     return text if len(text) <= _MAX_MESSAGE else text[:_MAX_MESSAGE] + "…"
 
 

@@ -337,8 +337,14 @@ def test_schema_text_that_is_not_utf8_is_a_store_error_naming_the_index(store: P
     with pytest.raises(StoreError) as info, contextlib.closing(StoreReader(store)) as reader:
         reader.list_traces()
     message = str(info.value)  # "syntax error", "unknown table option": by what precedes
-    assert message.startswith(f"{index}: unreadable store index (malformed database schema ({table}) - "), message
-    assert "\\xff\\xfe" in message
+    if sys.version_info >= (3, 11):
+        assert message.startswith(f"{index}: unreadable store index (malformed database schema ({table}) - "), message
+        assert "\\xff\\xfe" in message
+    else:  # Python 3.10's sqlite3 raises the error with no message when it cannot decode SQLite's
+        assert (
+            message == f"{index}: unreadable store index (DatabaseError without a readable message: damaged "
+            "schema or text that is not UTF-8)"
+        ), message
     with pytest.raises(StoreError, match="unreadable store index") as info:
         chronicle.load_trace(store, TID)
     assert index in str(info.value)
@@ -346,7 +352,7 @@ def test_schema_text_that_is_not_utf8_is_a_store_error_naming_the_index(store: P
     for command in (["list"], ["show", TID], ["gen-test", TID, "--out", regressions], ["gc", "--dry-run"]):
         code, out, err = run(*command, "--store", str(store))
         assert (code, out) == (2, ""), command
-        assert err.startswith(f"chronicle: {index}: unreadable store index (malformed database schema"), err
+        assert err.startswith(f"chronicle: {index}: unreadable store index ("), err
         assert "Traceback" not in err
 
 
