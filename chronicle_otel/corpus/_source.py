@@ -234,6 +234,12 @@ class Corpus:
             self._reader.close()
             self._reader = None
 
+    def __enter__(self) -> Corpus:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
     def __len__(self) -> int:
         return len(self.entries())
 

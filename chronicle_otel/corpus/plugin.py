@@ -149,6 +149,8 @@ class CorpusPlugin:
         self.config = config
         self._options = options
         self.entries = entries
+        self.corpus: Corpus | None = None
+        """The corpus, once listed (closed when the session ends)."""
         self._check: Check | None = None
         self._check_loaded = False
         self.outcomes: list[tuple[str, str, str, str]] = []
@@ -187,12 +189,12 @@ class CorpusPlugin:
                 importlib.import_module(module)  # named by the user, never by a trace
             except Exception as exc:
                 raise pytest.UsageError(f"--chronicle-import {module}: {type(exc).__name__}: {exc}") from None
-        corpus = self._corpus()
+        self.check()  # a --chronicle-check that cannot be loaded is a usage error before any test runs
+        corpus = self.corpus = self._corpus()
         try:
             corpus.entries()  # a source that cannot be listed is a usage error here, not a collection error
         except ChronicleError as exc:
             raise pytest.UsageError(f"--chronicle-corpus {corpus.source}: {exc}") from None
-        self.check()  # a --chronicle-check that cannot be loaded is a usage error before any test runs
         collector = CorpusCollector.from_parent(
             session, name="chronicle-corpus", nodeid="chronicle-corpus", corpus=corpus, plugin=self
         )
@@ -201,6 +203,11 @@ class CorpusPlugin:
             report=pytest.CollectReport(collector.nodeid, "passed", None, collected)
         )  # counted like any test file's tests ("collected N items")
         items.extend(item for item in collected if isinstance(item, pytest.Item))
+
+    def pytest_unconfigure(self) -> None:
+        """Close the store the corpus read."""
+        if self.corpus is not None:
+            self.corpus.close()
 
     def pytest_ignore_collect(self, collection_path: Path) -> bool | None:
         """With ``--chronicle-corpus-only``, no test file is collected."""

@@ -14,7 +14,7 @@ from xml.etree import ElementTree
 import pytest
 
 import chronicle_otel as chronicle
-from chronicle_otel.corpus import Corpus, CorpusFilter
+from chronicle_otel.corpus import Corpus, CorpusEntry, CorpusFilter
 
 AGENT = textwrap.dedent(
     """
@@ -199,26 +199,30 @@ def test_the_check_decides_what_fixed_means(corpus_project: pytest.Pytester) -> 
 
 def test_shards_split_the_corpus_and_filters_select(corpus_project: pytest.Pytester) -> None:
     source = corpus_project.path / "store"
-    everything = {e.trace_id for e in Corpus(source)}
+
+    def listed(chosen: CorpusFilter | None = None) -> list[CorpusEntry]:
+        with Corpus(source, chosen) as corpus:
+            return corpus.entries()
+
+    everything = {e.trace_id for e in listed()}
     assert len(everything) == len(EXPECTED) + 1
-    shards = [{e.trace_id for e in Corpus(source, CorpusFilter(shard=(i, 3)))} for i in (1, 2, 3)]
+    shards = [{e.trace_id for e in listed(CorpusFilter(shard=(i, 3)))} for i in (1, 2, 3)]
     assert set().union(*shards) == everything and sum(map(len, shards)) == len(everything)
-    assert len(Corpus(source, CorpusFilter(failed=True))) == 3
-    assert [e.root for e in Corpus(source, CorpusFilter(root="cp.orph*"))] == ["cp.orphan"]
-    assert len(Corpus(source, CorpusFilter(where=(("user", "alice"),)))) == 0  # no run has that session variable
-    assert len(Corpus(source, CorpusFilter(limit=2))) == 2
-    ids = [e.test_id for e in Corpus(source)]
-    assert ids == [e.test_id for e in Corpus(source)] and len(set(ids)) == len(ids)  # stable and unique
+    assert len(listed(CorpusFilter(failed=True))) == 3
+    assert [e.root for e in listed(CorpusFilter(root="cp.orph*"))] == ["cp.orphan"]
+    assert len(listed(CorpusFilter(where=(("user", "alice"),)))) == 0  # no run has that session variable
+    assert len(listed(CorpusFilter(limit=2))) == 2
+    ids = [e.test_id for e in listed()]
+    assert ids == [e.test_id for e in listed()] and len(set(ids)) == len(ids)  # stable and unique
 
 
 def test_trace_files_are_a_corpus_too(corpus_project: pytest.Pytester) -> None:
     out = corpus_project.path / "traces"
     out.mkdir()
-    for entry in Corpus(corpus_project.path / "store"):
-        chronicle.write_trace(
-            chronicle.load_trace(corpus_project.path / "store", entry.trace_id), out / f"{entry.trace_id}.jsonl"
-        )
-    from_store = [(e.trace_id, e.root, e.failed) for e in Corpus(corpus_project.path / "store")]
+    with Corpus(corpus_project.path / "store") as stored:
+        from_store = [(e.trace_id, e.root, e.failed) for e in stored]
+    for trace_id, _, _ in from_store:
+        chronicle.write_trace(chronicle.load_trace(corpus_project.path / "store", trace_id), out / f"{trace_id}.jsonl")
     assert [(e.trace_id, e.root, e.failed) for e in Corpus(out)] == from_store
     assert [(e.trace_id, e.root, e.failed) for e in Corpus(str(out / "*.jsonl"))] == from_store
     corpus_project.makeconftest(FIX)
