@@ -188,12 +188,13 @@ $(PEERS_VENV)/.installed: pyproject.toml benchmarks/peers_env.sh
 	PYTHON=$(PYTHON) bash benchmarks/peers_env.sh $(PEERS_VENV)
 	touch $@
 
-bench: install $(PEERS_VENV)/.installed $(SEAWEEDFS_VENV)/.installed
+bench: install $(PEERS_VENV)/.installed $(SEAWEEDFS_VENV)/.installed $(ROTEL_VENV)/.installed
 	$(BIN)/python benchmarks/overhead.py --peers-python $(PEERS_VENV)/bin/python $(OVERHEAD_ARGS)
 	$(BIN)/python benchmarks/read_side.py
 	$(BIN)/python benchmarks/corpus.py
 	$(BIN)/python benchmarks/export_throughput.py
 	CHRONICLE_TEST_WEED=$(WEED_BIN) $(BIN)/python benchmarks/payload_store.py
+	CHRONICLE_TEST_ROTEL=$(ROTEL_BIN) $(BIN)/python benchmarks/dead_collector.py
 
 # A million boundary spans into a fresh local store, from 1 and 2 threads, under on_full="block" and "drop", plus a
 # paced run at a stated rate: spans/s, drops, resident memory, exit time (SOAK_ARGS="--spans 200000" for a short run).

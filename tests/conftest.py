@@ -9,6 +9,7 @@ from typing import Any
 
 import orjson
 import pytest
+from hypothesis import HealthCheck, settings
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -33,6 +34,18 @@ sys.dont_write_bytecode = False
 # background thread: whichever test imports it first, it reads its bundled copies instead.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("LITELLM_LOCAL_ANTHROPIC_BETA_HEADERS", "True")
+
+
+# Property tests run beside the rest of the suite on two workers (and in CI beside a collector and a backend):
+# generating an example may then take longer than Hypothesis's health checks allow, which fails a test whose property
+# holds. Those checks measure the machine, not the code; a failing example is still reported, with the blob that
+# reproduces it (@reproduce_failure).
+settings.register_profile(
+    "chronicle",
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    print_blob=True,
+)
+settings.load_profile("chronicle")
 
 
 _PROXY_VARIABLES = frozenset({"http_proxy", "https_proxy", "all_proxy", "no_proxy"})

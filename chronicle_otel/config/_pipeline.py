@@ -184,6 +184,7 @@ class Pipeline:
                     max_batch=512,
                     max_delay=_OTLP_MAX_DELAY,
                     on_full="drop",  # a slow or dead collector never holds the application up
+                    pack_after=512,  # what waits behind a batch (a collector down) is not walked by the GC
                     shutdown_timeout=exit_timeout,
                 )
             )

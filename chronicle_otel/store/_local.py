@@ -452,7 +452,7 @@ class LocalStore(StoreReader):
             error: BaseException | None = None
             if part >= units:
                 try:
-                    self._write_checked(records, payloads)
+                    self._write_again_if_locked(records, payloads)
                 except Exception as exc:
                     if not _full(exc, self.path) or units < 2:
                         self._count_failure(records, exc)
@@ -472,6 +472,19 @@ class LocalStore(StoreReader):
                 self._report_recovery()
             self._unreported = None
             return []
+
+    def _write_again_if_locked(self, records: list[TraceRecord], payloads: list[tuple[str, bytes]]) -> None:
+        """:meth:`_write_checked`, once more after a moment when the index was locked by another process in a way
+        SQLite does not wait out (its busy timeout covers a lock held; not every step of another writer creating the
+        store, or of a reader opening it, at the same instant). A failed batch leaves the store as it was."""
+        try:
+            self._write_checked(records, payloads)
+        except Exception as exc:
+            if not _locked(exc):
+                raise
+            logger.debug("chronicle_otel: the store %s was locked (%s); the batch is written again", self.path, exc)
+            time.sleep(_LOCKED_RETRY_SECONDS)
+            self._write_checked(records, payloads)
 
     def _count_failure(self, records: list[TraceRecord], exc: BaseException) -> None:
         spans = sum(rec.span_count for rec in records)
@@ -799,6 +812,7 @@ _SQLITE_NOMEM: Final = 7
 _SQLITE_READONLY: Final = 8
 _SQLITE_IOERR: Final = 10
 _SQLITE_FULL: Final = 13
+_SQLITE_PROTOCOL: Final = 15
 _SQLITE_IOERR_WRITE: Final = 3 << 8 | _SQLITE_IOERR
 _NOT_STORE_FAULTS: Final = (sqlite3.ProgrammingError, sqlite3.IntegrityError, sqlite3.DataError)
 
@@ -886,6 +900,28 @@ def _not_committed(exc: BaseException) -> bool:
     return code & 0xFF in (_SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_NOMEM, _SQLITE_READONLY, _SQLITE_FULL) or (
         code == _SQLITE_IOERR_WRITE
     )
+
+
+_LOCKED_RETRY_SECONDS: Final = 0.05
+_LOCKED_TEXTS: Final = ("database is locked", "database table is locked", "locking protocol")
+
+
+def _locked(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what it was raised from) is SQLite's "locked" or "busy" (SQLITE_BUSY, SQLITE_LOCKED,
+    SQLITE_PROTOCOL): another connection held the index at that instant."""
+    link: BaseException | None = exc
+    for _ in range(4):
+        if link is None:
+            return False
+        if isinstance(link, sqlite3.Error):
+            code = _sqlite_code(link)
+            if code is not None:
+                return code & 0xFF in (_SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_PROTOCOL)
+            return any(text in str(link) for text in _LOCKED_TEXTS)
+        if isinstance(link, StoreError) and any(text in str(link) for text in _LOCKED_TEXTS):
+            return True  # the index could not be opened: its text names SQLite's error
+        link = link.__cause__ or link.__context__
+    return False
 
 
 def _is_store_fault(exc: BaseException) -> bool:

@@ -44,7 +44,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import orjson
 
@@ -168,6 +168,9 @@ class TraceSummary:
     def failed(self) -> bool:
         """True when the root span ended with ERROR status."""
         return self.status == "ERROR"
+
+
+_Reader = TypeVar("_Reader", bound="StoreReader")
 
 
 class StoreReader:
@@ -348,6 +351,13 @@ class StoreReader:
             if self._db is not None:
                 self._db.close()
                 self._db = None
+
+    def __enter__(self: _Reader) -> _Reader:
+        """``with StoreReader(path) as reader:`` closes the index at the end of the block."""
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def get_payload(self, digest: str) -> bytes | None:
         """The whole payload stored under ``digest``, or None."""

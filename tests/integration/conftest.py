@@ -68,8 +68,9 @@ class Rotel:
 
 
 @contextlib.contextmanager
-def run_rotel(forward_to: str, workdir: Path) -> Iterator[Rotel]:
-    """The rotel OTLP collector on 127.0.0.1, forwarding OTLP/HTTP to ``forward_to``; stopped by PID."""
+def run_rotel(forward_to: str | None, workdir: Path) -> Iterator[Rotel]:
+    """The rotel OTLP collector on 127.0.0.1, forwarding OTLP/HTTP to ``forward_to`` (None: its black-hole
+    exporter, which takes every request and keeps nothing); stopped by PID."""
     binary = find_rotel()
     if binary is None or not binary.exists():
         _service_missing(f"rotel collector binary not found (CHRONICLE_TEST_ROTEL={ROTEL_FROM_ENV})")
@@ -90,8 +91,7 @@ def run_rotel(forward_to: str, workdir: Path) -> Iterator[Rotel]:
             f"127.0.0.1:{grpc_port}",
             "--otlp-http-endpoint",
             f"127.0.0.1:{http_port}",
-            "--otlp-exporter-endpoint",
-            forward_to,
+            *(["--exporter", "blackhole"] if forward_to is None else ["--otlp-exporter-endpoint", forward_to]),
         ],
         check=True,
         timeout=30,

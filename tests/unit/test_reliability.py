@@ -239,7 +239,9 @@ def test_two_writers_and_a_reader_share_one_store(tmp_path: Path) -> None:
             try:
                 for summary in reader.list_traces(limit=20):
                     trace = chronicle.load_trace(store, summary.trace_id)
-                    assert [b.name for b in trace.boundaries] == ["writer", "step"], trace
+                    names = [b.name for b in trace.boundaries]
+                    # A trace in progress: its tool call was exported before the agent run around it ended.
+                    assert names in (["writer", "step"], ["step"]), trace
                     seen.add(summary.trace_id)
                     reads += 1
             finally:
@@ -249,9 +251,14 @@ def test_two_writers_and_a_reader_share_one_store(tmp_path: Path) -> None:
         time.sleep(0.01)
     outputs = [w.communicate(timeout=60) for w in writers]
     assert [w.returncode for w in writers] == [0, 0], [err for _, err in outputs]
-    assert all('"dropped": 0' in out for out, _ in outputs), outputs
+    for out, err in outputs:  # the whole of a writer's log when it lost spans: the cause is in it
+        assert '"dropped": 0' in out and "cannot write" not in err, f"{out}\n{err}"
     assert _stored_traces(store) == 2 * count
     assert reads > 0 and errors == 0 and len(seen) > 0
+    with StoreReader(store) as reader:  # every trace whole once both writers are done
+        summaries = reader.list_traces(limit=4 * count)
+    assert len(summaries) == 2 * count
+    assert all(s.span_count == 2 and s.start_ns is not None for s in summaries)
 
 
 FORKED_WORKERS = """

@@ -99,6 +99,20 @@ def test_loading_from_a_store_directory_closes_it(recorded: tuple[Recorder, Path
     assert still_open == []
 
 
+def test_a_reader_used_as_a_context_manager_is_closed_at_the_end(
+    recorded: tuple[Recorder, Path], connections: Connections
+) -> None:
+    recorder, _ = recorded
+
+    def listed() -> int:
+        with StoreReader(recorder.path) as reader:
+            return len(reader.list_traces())
+
+    count, still_open = connections.during(listed)
+    assert count == 1
+    assert still_open == []
+
+
 def test_loading_a_file_closes_the_payload_stores_it_opened(
     recorded: tuple[Recorder, Path], connections: Connections, monkeypatch: pytest.MonkeyPatch
 ) -> None:

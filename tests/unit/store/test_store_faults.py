@@ -15,6 +15,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ import pytest
 import chronicle_otel as chronicle
 from chronicle_otel.store import LocalStore, StoreReader, payload_digest
 from chronicle_otel.store._local import DISK_FULL, READ_ONLY, TraceRecord
+from chronicle_otel.store.reader import INDEX
 
 REPO = Path(__file__).parents[3]
 
@@ -310,6 +312,36 @@ class CommitThenFail:
             exc.sqlite_errorcode = 4 << 8 | 10  # type: ignore[attr-defined]  # SQLITE_IOERR_FSYNC
             raise exc
         return cursor
+
+
+@pytest.mark.parametrize("held", [0.01, None])
+def test_an_index_locked_for_an_instant_gets_the_batch_once_it_is_free(tmp_path: Path, held: float | None) -> None:
+    """Another process holding the index at the instant SQLite does not wait for it: the batch is written again a
+    moment later. A lock that stays is a failed batch, counted, with nothing of it left in the store."""
+    store = LocalStore(tmp_path, durable=False)
+    assert store.write_batch([record(0)]) == []
+    db = store._connect(create=False)
+    assert db is not None
+    db.execute("PRAGMA busy_timeout=0")  # the instant SQLite does not wait out, made every time
+    other = sqlite3.connect(tmp_path / INDEX, isolation_level=None, check_same_thread=False)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        if held is None:
+            with pytest.raises(sqlite3.OperationalError, match="locked"):
+                store.write_batch([record(1)])
+            assert (store.failed_batches, store.failed_spans) == (1, 1)
+            other.execute("ROLLBACK")
+        else:
+            timer = threading.Timer(held, other.execute, ("ROLLBACK",))
+            timer.start()
+            assert store.write_batch([record(1)]) == []
+            timer.join()
+            assert (store.failed_batches, store.failed_spans) == (0, 0)
+    finally:
+        other.close()
+        store.close()
+    stored = assert_every_line_indexed(tmp_path)
+    assert len(stored) == (1 if held is None else 2)
 
 
 def test_a_commit_that_may_have_committed_keeps_its_lines(tmp_path: Path) -> None:
