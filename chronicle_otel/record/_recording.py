@@ -30,9 +30,9 @@ from .._internal.compat import set_clean_attributes
 from .._internal.errors import warn_once
 from .._internal.hooks import ReplayExtra
 from .._internal.streams import AsyncStreamDriver, StreamDriver, StreamState
-from ..codec import encode, encode_unscanned
+from ..codec import encode_unscanned
 from ..config import ChronicleConfig, get_config
-from ..redact import error_secrets, scrub_text
+from ..redact import collect_json_text_secrets, error_secrets, scrub_text
 from ._call_index import enter_frame, next_call_index
 from ._genai import add_openinference_io, request_attributes, response_attributes
 from ._payloads import (
@@ -90,7 +90,13 @@ class Call:
 
     def _input(self, value: Any) -> None:
         config = self.config
-        data = encode(value, redact=config.redact, secrets=self.secrets)
+        redactor = config.redact
+        data, scan = encode_unscanned(value, redact=redactor, secrets=self.secrets)
+        if scan is not None:
+            scanned = scan(data)
+            if redactor is not None and scanned != data:  # a value redacted, maybe inside JSON text: an error may
+                collect_json_text_secrets(value, redactor.redact_key, self.secrets)  # repeat it (rare: walked then)
+            data = scanned
         put_payload(self.attrs, self.pending, semconv.INPUT_KEYS, data, config.max_attribute_length)
 
     def record_input(self, value: Any) -> None:

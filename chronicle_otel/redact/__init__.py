@@ -62,7 +62,7 @@ from ._json import redact_encoded, redact_tree
 from ._keys import DEFAULT_KEY_PATTERNS, DEFAULT_SECRET_PATTERN, key_filter, redact_assignments
 from ._patterns import PatternRedactor
 from ._protocol import REDACTED, KeyFilter, Redactor
-from ._scrub import collect_secrets, error_secrets, scrub_text
+from ._scrub import collect_json_text_secrets, collect_secrets, error_secrets, scrub_text
 from ._stream import redact_stream
 
 # ``chain`` (the redactor a configuration builds) is not in __all__: it serves the parameter table.
@@ -75,6 +75,7 @@ __all__ = [
     "KeyFilter",
     "PatternRedactor",
     "Redactor",
+    "collect_json_text_secrets",
     "collect_secrets",
     "error_secrets",
     "key_filter",

@@ -7,8 +7,11 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import orjson
+
+from ._json_text import is_json_text, json_text_edits
 from ._keys import redact_assignments
-from ._protocol import REDACTED, Redactor
+from ._protocol import REDACTED, KeyFilter, Redactor
 
 
 def scrub_text(redactor: Redactor | None, text: str, secrets: Iterable[str] = ()) -> str:
@@ -131,21 +134,67 @@ def _collect_secrets(value: Any, out: list[str], depth: int = 0) -> None:
             return
         if depth >= 4:
             return
-        if isinstance(value, Mapping):
-            items: Iterable[Any] = list(value.values())[:_MAX_SECRETS]
-        elif isinstance(value, (list, tuple, set, frozenset)):
-            items = list(value)[:_MAX_SECRETS]
-        else:
-            fields = getattr(value, "__dict__", None)
-            if not isinstance(fields, dict):
-                return
-            items = list(fields.values())[:_MAX_SECRETS]
-        for item in items:
+        for item in _members(value):
             _collect_secrets(item, out, depth + 1)
     except Exception:  # a hostile container: what was collected so far stays
         return
 
 
+def _members(value: Any) -> list[Any]:
+    """The values of a mapping, the items of a list, tuple or set, or an object's fields (the first
+    :data:`_MAX_SECRETS`); none for anything else. May raise (a hostile container): the caller guards."""
+    if isinstance(value, Mapping):
+        return list(value.values())[:_MAX_SECRETS]
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return list(value)[:_MAX_SECRETS]
+    fields = getattr(value, "__dict__", None)
+    return list(fields.values())[:_MAX_SECRETS] if isinstance(fields, dict) else []
+
+
 def collect_secrets(value: Any, out: list[str]) -> None:
     """Append to ``out`` the text forms of a value redacted by key name (bounded), for scrubbing error text."""
     _collect_secrets(value, out)
+
+
+def collect_json_text_secrets(value: Any, redact_key: KeyFilter, out: list[str]) -> None:
+    """Append to ``out`` the values that redaction by key name removes from the JSON text found in ``value`` (a
+    tool call's arguments as ``'{"user": "bob", "password": "hunter22"}'``, at any depth of it), for scrubbing
+    error text as :func:`collect_secrets` does for the values of secret-named keys of ``value`` itself.
+
+    A call that raises ``ValueError(f"login failed for {password}")`` then records ``login failed for [REDACTED]``
+    whether its password came as a keyword argument or inside JSON text. Bounded (depth, count); never raises.
+
+    Args:
+        value: a call's input, as it was handed to the encoder.
+        redact_key: the redactor's key predicate (``Redactor.redact_key``).
+        out: the list of secrets to extend (the one :func:`error_secrets` is given).
+    """
+    _json_text_secrets(value, redact_key, out, 0)
+
+
+def _json_text_secrets(value: Any, redact_key: KeyFilter, out: list[str], depth: int) -> None:
+    try:
+        if len(out) >= _MAX_SECRETS or depth > _MAX_JSON_SECRET_DEPTH:
+            return
+        if type(value) is str:
+            if not is_json_text(value):
+                return
+            for start, end, _ in json_text_edits(value, redact_key):
+                raw = value[start:end]
+                try:
+                    found = orjson.loads(raw)
+                except orjson.JSONDecodeError:  # not one value: the text as it stands
+                    _collect_secrets(raw, out)
+                    continue
+                if type(found) is str and is_json_text(found):  # a string holding JSON text that holds a secret
+                    _json_text_secrets(found, redact_key, out, depth + 1)
+                else:
+                    _collect_secrets(found, out)
+            return
+        for item in _members(value):
+            _json_text_secrets(item, redact_key, out, depth + 1)
+    except Exception:  # a hostile container: what was collected so far stays
+        return
+
+
+_MAX_JSON_SECRET_DEPTH = 6

@@ -483,6 +483,42 @@ def test_exception_repeating_a_redacted_argument(rec: Recorder) -> None:
     assert rec.io("login", sc.INPUT) == {"user": "bob", "password": REDACTED}
 
 
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        '{"user": "bob", "password": "hunter2-swordfish"}',
+        '[{"login": {"user": "bob", "password": "hunter2-swordfish"}}]',
+        '{"call": "{\\"user\\": \\"bob\\", \\"password\\": \\"hunter2-swordfish\\"}"}',  # JSON text in JSON text
+    ],
+)
+def test_exception_repeating_a_secret_of_json_text_arguments(rec: Recorder, arguments: str) -> None:
+    """A tool call's arguments as JSON text (as models send them): the password redacted from the input is
+    scrubbed from the error too, whatever its depth in the text."""
+
+    @chronicle.boundary(kind="tool", name="login_tool")
+    def login_tool(args: str) -> None:
+        raise ValueError("bad password hunter2-swordfish for bob")
+
+    with pytest.raises(ValueError, match="hunter2-swordfish"):
+        login_tool(arguments)
+    assert_nowhere(rec, "hunter2-swordfish")
+    assert rec.span("login_tool").status.description == "ValueError: bad password [REDACTED] for bob"
+    assert rec.io("login_tool", sc.ERROR)["message"] == "bad password [REDACTED] for bob"
+
+
+def test_json_text_secrets_are_collected_only_from_what_redaction_removed() -> None:
+    from chronicle_otel.redact import collect_json_text_secrets
+
+    found: list[str] = []
+    value = {
+        "args": '{"user": "bob", "password": "hunter22", "token": 123456, "pin": {"code": "7781-x"}}',
+        "items": ['{"api_key": "plain-api-key-42"}', "not json", '{"note": "keep me"}'],
+        "short": '{"password": "ab"}',  # too short to scrub: it would shred any message
+    }
+    collect_json_text_secrets(value, key_filter(), found)
+    assert set(found) == {"hunter22", "123456", "plain-api-key-42"}
+
+
 class AuthError(Exception):
     pass
 
