@@ -164,9 +164,10 @@ def load_trace(
         source: a :class:`~chronicle_otel.store.LocalStore` (or :class:`~chronicle_otel.store.StoreReader`), a store
             directory, a trace file, a directory of trace files, a glob pattern of trace files
             (``"collector-out/traces*.jsonl"``), a backend URL (``phoenix+http://…``) or a :class:`TraceSource`.
-        trace_id: the trace to load (32 hex digits, any case). For a store, also ``"latest"``,
-            ``"latest-failed"`` (the newest run whose root failed) or ``"latest-error"`` (the newest with any
-            ERROR span). May be omitted when the source holds exactly one trace.
+        trace_id: the trace to load (32 hex digits, any case). For a store, also ``"latest"`` (the newest
+            finished run: not one whose root span is still running), ``"latest-failed"`` (the newest run whose root
+            failed) or ``"latest-error"`` (the newest with any ERROR span). May be omitted when the source holds
+            exactly one trace.
         store: the payload store to rehydrate payloads cut on spans from: ``s3://bucket/prefix``, a store
             directory or a :class:`~chronicle_otel.store.PayloadSource`, or a list of them to ask in order. Default:
             ``$CHRONICLE_PAYLOADS`` when it names object storage. The store being read and the local store

@@ -579,7 +579,11 @@ def select_from_store(local: StoreReader, trace_id: str | None) -> tuple[dict[st
                 f"several traces and no trace_id given (or 'latest', 'latest-failed'); most recent: {listing}",
                 source=local.path,
             )
-        trace_id = summaries[0].trace_id
+        # The newest finished run: a trace whose root span is not stored yet (start_ns None) is still being
+        # recorded (its inner calls were exported before the run around them ended); taken only when no listed
+        # trace is finished.
+        finished = [t for t in summaries if t.start_ns is not None]
+        trace_id = (finished or summaries)[0].trace_id
         if not isinstance(trace_id, str):
             raise TraceLoadError("the store's index lists a trace id that is not text", source=local.path)
     wanted = trace_id.strip().lower()

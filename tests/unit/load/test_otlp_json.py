@@ -306,6 +306,36 @@ def test_store_source_latest_and_latest_failed(tmp_path: Path) -> None:
         chronicle.load_trace(rec.store, "a" * 32)
 
 
+def test_latest_is_the_newest_finished_run_not_one_still_recording(tmp_path: Path) -> None:
+    """A run still going (its tool call stored, the agent run around it not yet) is not ``latest``: the run before
+    it is. Loaded by its id, the run in progress reads as what is stored of it so far."""
+    rec = make_recorder(tmp_path)
+    seen: list[chronicle.Trace] = []
+
+    @chronicle.boundary(kind="tool", name="step")
+    def step(i: int) -> int:
+        return i
+
+    @chronicle.boundary(kind="agent", name="job")
+    def job(i: int, peek: bool = False) -> int:
+        step(i)
+        if peek:
+            rec.config.force_flush()
+            seen.append(chronicle.load_trace(rec.path, "latest"))
+            running = rec.store.list_traces(limit=1)[0]
+            assert running.start_ns is None and running.trace_id != seen[0].trace_id
+            seen.append(chronicle.load_trace(rec.path, running.trace_id))
+        return i
+
+    job(1)
+    job(2, peek=True)
+    latest, running = seen
+    assert latest.root is not None and latest.root.name == "job" and latest.root.input == {"i": 1, "peek": False}
+    assert [b.name for b in running.boundaries] == ["step"]
+    rec.config.force_flush()
+    assert chronicle.load_trace(rec.path, "latest").root.input == {"i": 2, "peek": True}  # type: ignore[union-attr]
+
+
 def test_newer_codec_asks_for_an_upgrade(tmp_path: Path) -> None:
     s = span("00000000000000a1", "run", **{sc.BOUNDARY_NAME: "run", sc.CODEC: "chronicle-json/9"})
     with pytest.raises(chronicle.TraceLoadError, match="upgrade chronicle-otel"):
