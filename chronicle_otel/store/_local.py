@@ -476,11 +476,13 @@ class LocalStore(StoreReader):
     def _write_again_if_locked(self, records: list[TraceRecord], payloads: list[tuple[str, bytes]]) -> None:
         """:meth:`_write_checked`, once more after a moment when the index was locked by another process in a way
         SQLite does not wait out (its busy timeout covers a lock held; not every step of another writer creating the
-        store, or of a reader opening it, at the same instant). A failed batch leaves the store as it was."""
+        store, or of a reader opening it, at the same instant). A lock SQLite already waited for (up to its 30 s busy
+        timeout) is not waited for again: the batch fails. A failed batch leaves the store as it was."""
+        started = time.monotonic()
         try:
             self._write_checked(records, payloads)
         except Exception as exc:
-            if not _locked(exc):
+            if not _locked(exc) or time.monotonic() - started > _LOCKED_RETRY_WITHIN:
                 raise
             logger.debug("chronicle_otel: the store %s was locked (%s); the batch is written again", self.path, exc)
             time.sleep(_LOCKED_RETRY_SECONDS)
@@ -903,6 +905,7 @@ def _not_committed(exc: BaseException) -> bool:
 
 
 _LOCKED_RETRY_SECONDS: Final = 0.05
+_LOCKED_RETRY_WITHIN: Final = 1.0  # a failure this fast was not waited out by SQLite's busy timeout
 _LOCKED_TEXTS: Final = ("database is locked", "database table is locked", "locking protocol")
 
 

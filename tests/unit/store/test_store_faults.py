@@ -344,6 +344,35 @@ def test_an_index_locked_for_an_instant_gets_the_batch_once_it_is_free(tmp_path:
     assert len(stored) == (1 if held is None else 2)
 
 
+def test_a_lock_sqlite_already_waited_for_is_not_waited_for_again(tmp_path: Path) -> None:
+    """The index stayed locked through SQLite's whole busy timeout: the batch fails then, with no second wait."""
+    store = LocalStore(tmp_path, durable=False)
+    assert store.write_batch([record(0)]) == []
+    db = store._connect(create=False)
+    assert db is not None
+    db.execute("PRAGMA busy_timeout=1200")  # SQLite's own wait, longer than a lock it does not wait out
+    other = sqlite3.connect(tmp_path / INDEX, isolation_level=None)
+    attempts = 0
+    write_checked = store._write_checked
+
+    def counted(*args: Any) -> None:
+        nonlocal attempts
+        attempts += 1
+        write_checked(*args)
+
+    store._write_checked = counted  # type: ignore[method-assign]
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        with pytest.raises(sqlite3.OperationalError, match="locked"):
+            store.write_batch([record(1)])
+        assert attempts == 1
+        assert (store.failed_batches, store.failed_spans) == (1, 1)
+        other.execute("ROLLBACK")
+    finally:
+        other.close()
+        store.close()
+
+
 def test_a_commit_that_may_have_committed_keeps_its_lines(tmp_path: Path) -> None:
     store = LocalStore(tmp_path, durable=False)
     store.write_batch([record(1)])
